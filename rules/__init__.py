@@ -1,0 +1,1 @@
+"""shapecheck's rules, one module per rule; installed as ``shapecheck.rules``."""

@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+
+from shapecheck.analysis import ModuleAnalysis
+from shapecheck.analysis.observations import IncompatibleView
+from shapecheck.rule import Rule, Violation
+
+
+class ViewWithoutContiguous(Rule):
+    """
+    ## What it does
+    Finds `.view(...)` calls that merge axes of a tensor whose axes were reordered by
+    `transpose`, `permute`, `.T`/`.t()`, `.mT`, `movedim`, `swapaxes` or `expand` — in the
+    same expression or statements earlier — with no `.contiguous()` or `.reshape` in between.
+
+    ## Why is this bad?
+    `view` never copies: it can only merge axes that are adjacent in memory. After a transpose
+    they are not, and PyTorch raises at run time. Elementwise arithmetic, dtype casts,
+    dropout and even `.clone()` keep the reordered strides, so they do not help. A size-1
+    axis (decoding one token) can hide the crash until the sequence grows.
+
+    ## Example
+    ```python
+    out = attn @ v                       # [B, H, L, D]
+    out = out.transpose(1, 2)            # [B, L, H, D], axes reordered
+    out = out.view(B, L, H * D)          # merges H and D: not adjacent in memory
+    ```
+
+    ## Use instead
+    ```python
+    out = out.transpose(1, 2).contiguous().view(B, L, H * D)
+    # or
+    out = out.transpose(1, 2).reshape(B, L, H * D)
+    ```
+
+    ## Runtime evidence
+    `RuntimeError: view size is not compatible with input tensor's size and stride (at least
+    one dimension spans across two contiguous subspaces). Use .reshape(...) instead.`
+    (fixtures/SC101_*.py, CPU and CUDA.) Real cases: fairseq#2598, Megatron-LM#251,
+    vllm#11978, TensorRT#3823.
+    """
+
+    code = "SC101"
+    name = "view-without-contiguous"
+    severity = "error"
+    summary = "`.view()` merges axes that a transpose/permute/expand reordered"
+
+    def check(self, analysis: ModuleAnalysis) -> Iterator[Violation]:
+        for view in analysis.observations(IncompatibleView):
+            cause = view.receiver.layout.reordered_by if view.receiver.layout else None
+            reordered = f"`{_describe(analysis, cause)}`" if cause is not None else "an earlier op"
+            *first, last = (str(axis) for axis in view.merged_axes)
+            axes = f"{', '.join(first)} and {last}"
+            yield Violation(
+                view.anchor,
+                f"`.view()` merges axes {axes}, which {reordered} left non-adjacent in memory: "
+                "PyTorch raises 'view size is not compatible'; "
+                "use `.contiguous().view(...)` or `.reshape(...)`",
+            )
+
+
+def _describe(analysis: ModuleAnalysis, node: cst.CSTNode) -> str:
+    """The reordering call as written, without its receiver: `transpose(1, 2)`."""
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        arguments = ", ".join(analysis.source(argument).strip(", ") for argument in node.args)
+        return f".{node.func.attr.value}({arguments})"
+    if isinstance(node, cst.Attribute):
+        return f".{node.attr.value}"
+    text = " ".join(analysis.source(node).split())
+    return text if len(text) <= 40 else text[:37] + "..."

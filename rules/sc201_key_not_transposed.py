@@ -1,0 +1,109 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from shapecheck.analysis import ModuleAnalysis
+from shapecheck.analysis.facts import Product
+from shapecheck.analysis.observations import AttentionScores
+from shapecheck.rule import Rule, Violation
+
+
+class KeyNotTransposed(Rule):
+    """
+    ## What it does
+    Finds attention scores `q @ k'` (`@`, `matmul`, `bmm`, `einsum`) whose key operand `k'`
+    is not the keys with their last two axes swapped: `k.transpose(1, 2)` on 4-D keys, a bare
+    `q @ k`, `k.T` on an N-D tensor, `k.permute(0, 2, 1, 3)`, `k.view(B, H, D, L)`, or einsum
+    subscripts that contract the keys' sequence axis.
+
+    ## Why is this bad?
+    Scores must contract the queries' feature axis `d_k` with the keys' feature axis, giving
+    `[..., L_q, L_k]`. Any other pairing either crashes on a shape mismatch or, when sizes
+    happen to coincide (`L == d_k`, `H == L`), silently computes something else.
+    `transpose(1, 2)` is right only for 3-D `[B*H, L, D]` keys; on 4-D `[B, H, L, D]` keys it
+    swaps heads and positions. `.T` reverses every axis of an N-D tensor. `view` reinterprets
+    memory; it never transposes.
+
+    ## Example
+    ```python
+    q = q.view(B, L, H, D).transpose(1, 2)       # [B, H, L, D]
+    k = k.view(B, L, H, D).transpose(1, 2)       # [B, H, L, D]
+    scores = q @ k.transpose(1, 2) / math.sqrt(D)
+    ```
+
+    ## Use instead
+    ```python
+    scores = q @ k.transpose(-2, -1) / math.sqrt(D)   # or k.mT
+    ```
+
+    ## Runtime evidence
+    With distinct sizes PyTorch raises, e.g. `RuntimeError: The size of tensor a (3) must match
+    the size of tensor b (5) at non-singleton dimension 1` or `Expected size for first two
+    dimensions of batch2 tensor to be: [...] but got: [...]`; with coinciding sizes the output
+    differs from `F.scaled_dot_product_attention` (fixtures/SC201_*.py).
+    """
+
+    code = "SC201"
+    name = "key-not-transposed"
+    severity = "error"
+    summary = "attention scores `q @ k'` where k' is not k with its last two axes swapped"
+
+    def check(self, analysis: ModuleAnalysis) -> Iterator[Violation]:
+        for scores in analysis.observations(AttentionScores):
+            product = scores.product
+            if product.left.is_parameter or product.right.is_parameter:
+                continue
+            problem = _problem(product)
+            if problem is not None:
+                yield Violation(product.right_node, problem)
+
+
+def _problem(product: Product) -> str | None:
+    keys = product.right
+    op = keys.axis_op
+    is_matmul = product.right_contracted == -2
+    if is_matmul and op is not None and op.input_rank is not None and op.input_rank > 2:
+        rank = op.input_rank
+        if op.name == "T":
+            return (
+                f"`.T` reverses all {rank} axes of the keys; attention scores need only the "
+                "last two swapped: use `.transpose(-2, -1)` or `.mT`"
+            )
+        if op.name == "transpose" and set(op.axes) != {rank - 2, rank - 1}:
+            first, second = op.axes
+            return (
+                f"`transpose({first}, {second})` on {rank}-D keys swaps axes {first} and "
+                f"{second}, not the last two: the scores do not contract the feature axis; "
+                "use `.transpose(-2, -1)`"
+            )
+        if op.name == "view":
+            return (
+                "`view` reinterprets the keys' memory with the last two sizes exchanged; "
+                "it does not transpose: use `.transpose(-2, -1)`"
+            )
+    return _contracts_wrong_axis(product)
+
+
+def _contracts_wrong_axis(product: Product) -> str | None:
+    """The queries' feature axis is paired with a keys' axis that is not the keys' features."""
+    queries, keys = product.left, product.right
+    if queries.shape is None or keys.shape is None:
+        return None
+    try:
+        feature = queries.shape[product.left_contracted]
+        paired = keys.shape[product.right_contracted]
+    except IndexError:
+        return None
+    if paired == feature:
+        return None
+    if feature.value is not None and paired.value is None:
+        return None  # a literal size seen elsewhere in the keys proves nothing
+    positions = [index for index, dim in enumerate(keys.shape) if dim == feature]
+    if len(positions) != 1:
+        return None
+    rank = len(keys.shape)
+    return (
+        f"the scores contract the queries' feature axis ({feature}) with keys axis "
+        f"{product.right_contracted % rank} ({paired}); the keys' feature axis is axis "
+        f"{positions[0]}: transpose the keys' last two axes (`.transpose(-2, -1)`)"
+    )

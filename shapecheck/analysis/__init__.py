@@ -1,0 +1,178 @@
+"""The analysis: facts about every tensor-valued expression of a module, computed once.
+
+:func:`analyse` resolves imports, models each class from its ``__init__``, interprets every
+function body (see :mod:`shapecheck.analysis.interpreter`) and returns a
+:class:`ModuleAnalysis` that rules query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import TypeVar
+
+import libcst as cst
+
+from shapecheck.analysis.dims import Dim, Symbol, substitute
+from shapecheck.analysis.facts import Fact, IntFact, ModuleFact
+from shapecheck.analysis.imports import collect_imports
+from shapecheck.analysis.interpreter import (
+    ClassModel,
+    FunctionFacts,
+    Interpreter,
+    ModuleContext,
+)
+
+ObservationT = TypeVar("ObservationT")
+
+
+@dataclass
+class ModuleAnalysis:
+    """Everything the analysis learned about one module."""
+
+    module: cst.Module
+    functions: list[FunctionFacts]
+
+    def observations(self, kind: type[ObservationT]) -> Iterator[ObservationT]:
+        for function in self.functions:
+            for observation in function.observations:
+                if isinstance(observation, kind):
+                    yield observation
+
+    def source(self, node: cst.CSTNode) -> str:
+        return self.module.code_for_node(node)
+
+
+def uses_torch(imports: dict[str, str]) -> bool:
+    return any(target == "torch" or target.startswith("torch.") for target in imports.values())
+
+
+def analyse(module: cst.Module) -> ModuleAnalysis:
+    """Interpret every function of ``module``; modules that never import torch are skipped."""
+    imports = collect_imports(module)
+    if not uses_torch(imports):
+        return ModuleAnalysis(module, [])
+    context = ModuleContext(imports)
+    definitions = list(_definitions(module.body))
+    for definition in definitions:
+        if isinstance(definition, cst.FunctionDef):
+            context.functions.setdefault(definition.name.value, definition)
+
+    top_level = Interpreter(context)
+    top_level.run_block(module.body)
+    functions = [top_level.result(module, "<module>")]
+    globals_ = dict(top_level.env)
+    for definition in definitions:
+        name = definition.name.value
+        if isinstance(definition, cst.FunctionDef):
+            functions.extend(_analyse_function(context, definition, globals_, None, name))
+        else:
+            functions.extend(_analyse_class(context, definition, globals_, name))
+    return ModuleAnalysis(module, functions)
+
+
+def _definitions(
+    statements: Sequence[cst.BaseStatement],
+) -> Iterator[cst.FunctionDef | cst.ClassDef]:
+    """Functions and classes defined at this level, also inside ``if``/``try``/``with``."""
+    for statement in statements:
+        if isinstance(statement, cst.FunctionDef | cst.ClassDef):
+            yield statement
+        elif isinstance(statement, cst.If | cst.Try | cst.TryStar | cst.With | cst.For | cst.While):
+            for block in _blocks(statement):
+                yield from _definitions(block)
+
+
+def _blocks(statement: cst.BaseCompoundStatement) -> Iterator[Sequence[cst.BaseStatement]]:
+    suites: list[cst.BaseSuite] = [statement.body]
+    orelse = getattr(statement, "orelse", None)
+    if isinstance(orelse, cst.If):
+        yield from _blocks(orelse)
+    elif orelse is not None:
+        suites.append(orelse.body)
+    for handler in getattr(statement, "handlers", ()):
+        suites.append(handler.body)
+    finalbody = getattr(statement, "finalbody", None)
+    if finalbody is not None:
+        suites.append(finalbody.body)
+    for suite in suites:
+        if isinstance(suite, cst.IndentedBlock):
+            yield suite.body
+
+
+def _analyse_function(
+    context: ModuleContext,
+    node: cst.FunctionDef,
+    closure: dict[str, Fact],
+    model: ClassModel | None,
+    name: str,
+) -> list[FunctionFacts]:
+    interpreter = Interpreter(context, class_model=model)
+    interpreter.env.update(closure)
+    interpreter.run_function(node)
+    results = [interpreter.result(node, name)]
+    for nested, nested_closure in interpreter.nested:
+        results.extend(
+            _analyse_function(context, nested, nested_closure, model, f"{name}.{nested.name.value}")
+        )
+    return results
+
+
+def _analyse_class(
+    context: ModuleContext, node: cst.ClassDef, globals_: dict[str, Fact], name: str
+) -> list[FunctionFacts]:
+    model = _class_model(context, node, globals_)
+    context.classes[model.name] = model
+    results: list[FunctionFacts] = []
+    for definition in _definitions(_statements(node.body)):
+        qualified = f"{name}.{definition.name.value}"
+        if isinstance(definition, cst.FunctionDef):
+            results.extend(_analyse_function(context, definition, globals_, model, qualified))
+        else:
+            results.extend(_analyse_class(context, definition, globals_, qualified))
+    return results
+
+
+def _statements(body: cst.BaseSuite) -> Sequence[cst.BaseStatement]:
+    return body.body if isinstance(body, cst.IndentedBlock) else ()
+
+
+def _class_model(
+    context: ModuleContext, node: cst.ClassDef, globals_: dict[str, Fact]
+) -> ClassModel:
+    """What ``self`` holds after ``__init__`` (bases defined in the same module first)."""
+    model = ClassModel(node.name.value)
+    for base in node.bases:
+        if isinstance(base.value, cst.Name) and base.value.value in context.classes:
+            inherited = context.classes[base.value.value]
+            model.attributes.update(inherited.attributes)
+            model.methods.update(inherited.methods)
+    for definition in _definitions(_statements(node.body)):
+        if isinstance(definition, cst.FunctionDef):
+            model.methods[definition.name.value] = definition
+    init = model.methods.get("__init__")
+    if init is None:
+        return model
+    interpreter = Interpreter(context, class_model=model, record=False)
+    interpreter.env.update(globals_)
+    interpreter.run_function(init)
+    stored = {
+        key.removeprefix("self."): fact
+        for key, fact in interpreter.env.items()
+        if key.startswith("self.") and key.count(".") == 1
+    }
+    # Sizes stored on self become one symbol per attribute, shared by every method.
+    renamed: dict[Symbol, Dim] = {}
+    for attribute, fact in stored.items():
+        if isinstance(fact, IntFact) and fact.dim.value is None:
+            symbol = Dim.symbol(f"self.{attribute}")
+            if len(fact.dim.factors) == 1 and fact.dim.coefficient == 1:
+                atom = fact.dim.factors[0]
+                if isinstance(atom, Symbol):
+                    renamed[atom] = symbol
+            stored[attribute] = IntFact(symbol)
+    for attribute, fact in stored.items():
+        if isinstance(fact, ModuleFact) and fact.out_features is not None:
+            stored[attribute] = replace(fact, out_features=substitute(fact.out_features, renamed))
+    model.attributes.update(stored)
+    return model

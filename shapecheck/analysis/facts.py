@@ -1,0 +1,157 @@
+"""Facts: what the analysis knows about the value of an expression.
+
+Every evaluated expression gets one fact. Facts are immutable; an operation makes a new one.
+``UNKNOWN`` is the honest answer whenever the analysis cannot tell.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import libcst as cst
+
+from shapecheck.analysis.dims import Dim
+from shapecheck.analysis.layout import Layout
+
+
+class Fact:
+    """Base of all facts."""
+
+
+@dataclass(frozen=True)
+class Unknown(Fact):
+    """Nothing is known about the value."""
+
+
+UNKNOWN = Unknown()
+
+
+@dataclass(frozen=True)
+class QualifiedName(Fact):
+    """A module, class or function reached through an import: ``torch.nn.functional``."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class IntFact(Fact):
+    """A Python ``int`` of known symbolic size (``B``, ``self.num_heads``, ``4``)."""
+
+    dim: Dim
+
+
+@dataclass(frozen=True)
+class ScalarFact(Fact):
+    """A Python number that is not (known to be) a size: ``math.sqrt(d)``, ``d ** -0.5``."""
+
+
+@dataclass(frozen=True)
+class SizeFact(Fact):
+    """A tuple of sizes: ``x.shape``, ``x.size()``, ``(B, L, H, D)``."""
+
+    dims: tuple[Dim, ...]
+
+
+@dataclass(frozen=True)
+class TupleFact(Fact):
+    """A tuple of values whose length is known: ``qkv.chunk(3, dim=-1)``."""
+
+    items: tuple[Fact, ...]
+
+
+@dataclass(frozen=True)
+class ModuleFact(Fact):
+    """An ``nn.Module`` instance whose class the analysis knows: ``nn.Linear(E, 3 * E)``."""
+
+    kind: str
+    out_features: Dim | None = None
+    dim: int | None = None
+
+
+@dataclass(frozen=True)
+class AxisOp:
+    """The axis-reordering operation that directly produced a tensor."""
+
+    name: str
+    node: cst.CSTNode
+    input_rank: int | None
+    axes: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Product:
+    """A batched matrix product ``left · right`` and the axes it contracts."""
+
+    node: cst.CSTNode
+    left: TensorFact
+    right: TensorFact
+    left_node: cst.BaseExpression
+    right_node: cst.BaseExpression
+    left_contracted: int
+    right_contracted: int
+
+
+@dataclass(frozen=True)
+class TensorFact(Fact):
+    """A tensor.
+
+    ``shape`` is ``None`` while the rank is unknown; otherwise every axis has a :class:`Dim`
+    (an unknown size is a fresh symbol). ``scaling`` lists the nodes that multiplied or divided
+    the values by a scale since they were computed (``None``: cannot tell). ``product`` is the
+    matrix product these values still are, up to scaling, masking and reshaping.
+    """
+
+    shape: tuple[Dim, ...] | None = None
+    layout: Layout | None = None
+    origin: cst.CSTNode | None = field(default=None, compare=False)
+    is_parameter: bool = False
+    scaling: tuple[cst.CSTNode, ...] | None = ()
+    product: Product | None = None
+    axis_op: AxisOp | None = None
+
+    @property
+    def rank(self) -> int | None:
+        return None if self.shape is None else len(self.shape)
+
+    def derive(self, **changes: object) -> TensorFact:
+        """A new value computed from this one: same facts unless changed, no axis op."""
+        changes.setdefault("axis_op", None)
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+    def normalise_axis(self, axis: int) -> int | None:
+        """``axis`` as a non-negative index, when the rank allows it."""
+        if self.shape is None:
+            return axis if axis >= 0 else None
+        rank = len(self.shape)
+        if -rank <= axis < rank:
+            return axis % rank
+        return None
+
+
+def fresh_shape(rank: int) -> tuple[Dim, ...]:
+    return tuple(Dim.symbol("?") for _ in range(rank))
+
+
+def join(left: Fact, right: Fact) -> Fact:
+    """What is still known after control flow merges two values: keep what both agree on."""
+    if left is right or left == right:
+        return left
+    if isinstance(left, TensorFact) and isinstance(right, TensorFact):
+        return TensorFact(
+            shape=_join_shapes(left.shape, right.shape),
+            layout=left.layout if left.layout == right.layout else None,
+            is_parameter=left.is_parameter and right.is_parameter,
+            scaling=left.scaling if left.scaling == right.scaling else None,
+            product=left.product if left.product == right.product else None,
+        )
+    if isinstance(left, IntFact) and isinstance(right, IntFact):
+        return IntFact(Dim.symbol("?"))
+    return UNKNOWN
+
+
+def _join_shapes(
+    left: tuple[Dim, ...] | None, right: tuple[Dim, ...] | None
+) -> tuple[Dim, ...] | None:
+    if left is None or right is None or len(left) != len(right):
+        return None
+    return tuple(a if a == b else Dim.symbol("?") for a, b in zip(left, right, strict=True))

@@ -1,0 +1,877 @@
+"""Abstract interpretation of one function body, statement by statement.
+
+The interpreter keeps an environment from names (and ``self.attr`` paths) to facts, evaluates
+every expression to a fact with the transfer functions of :mod:`shapecheck.analysis.ops`, and
+joins environments where control flow merges. It never runs the code it reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+import libcst as cst
+
+from shapecheck.analysis.dims import Dim
+from shapecheck.analysis.facts import (
+    UNKNOWN,
+    Fact,
+    IntFact,
+    ModuleFact,
+    QualifiedName,
+    ScalarFact,
+    SizeFact,
+    TensorFact,
+    TupleFact,
+    join,
+)
+from shapecheck.analysis.imports import canonical, dotted_name
+from shapecheck.analysis.layout import FREE, Layout
+from shapecheck.analysis.observations import Observation
+from shapecheck.analysis.ops import (
+    FUNCTIONS,
+    MODULE_CALLS,
+    TENSOR_FUNCTIONS,
+    TENSOR_METHODS,
+    OpCall,
+    arithmetic,
+    as_tensor,
+    last_two_swapped,
+    matrix_product,
+    reversed_axes,
+)
+
+PARAMETER_SCALING: tuple[cst.CSTNode, ...] | None = ()
+"""What a function knows about the scaling of tensors passed in: nothing was applied to them
+that the function can see, so they count as unscaled."""
+
+INLINE_DEPTH = 2
+"""How deep calls to functions of the same module are followed."""
+
+_NUMBER_ANNOTATIONS = {"int": "int", "float": "float", "bool": "bool", "str": "str"}
+_SCALAR_FUNCTIONS = ("math.", "numpy.sqrt", "numpy.power", "numpy.log")
+
+
+@dataclass(frozen=True)
+class FunctionRef(Fact):
+    """A function defined in the analysed module, with the names it closes over."""
+
+    node: cst.FunctionDef
+    closure: tuple[tuple[str, Fact], ...] = ()
+    class_name: str | None = None
+
+
+@dataclass
+class ClassModel:
+    """What ``__init__`` stores on ``self``, and the class's methods."""
+
+    name: str
+    attributes: dict[str, Fact] = field(default_factory=dict)
+    methods: dict[str, cst.FunctionDef] = field(default_factory=dict)
+
+
+@dataclass
+class ModuleContext:
+    """What every function of a module shares: imports, functions, classes."""
+
+    imports: dict[str, str]
+    functions: dict[str, cst.FunctionDef] = field(default_factory=dict)
+    classes: dict[str, ClassModel] = field(default_factory=dict)
+
+
+@dataclass
+class FunctionFacts:
+    """The result of interpreting one function: facts per expression, observations."""
+
+    node: cst.FunctionDef | cst.Module
+    name: str
+    facts: dict[cst.CSTNode, Fact]
+    observations: list[Observation]
+
+
+class Interpreter:
+    """Interprets one function body (or a module's top-level code)."""
+
+    def __init__(
+        self,
+        context: ModuleContext,
+        *,
+        class_model: ClassModel | None = None,
+        record: bool = True,
+        depth: int = 0,
+    ) -> None:
+        self.context = context
+        self.class_model = class_model
+        self.record = record
+        self.depth = depth
+        self.env: dict[str, Fact] = {}
+        self.facts: dict[cst.CSTNode, Fact] = {}
+        self.observations: list[Observation] = []
+        self.symbols: dict[str, Dim] = {}
+        self.returns: list[Fact] = []
+        self.nested: list[tuple[cst.FunctionDef, dict[str, Fact]]] = []
+
+    # --- OpContext -------------------------------------------------------------------------
+
+    def observe(self, observation: Observation) -> None:
+        if self.record:
+            self.observations.append(observation)
+
+    def size(self, fact: Fact, node: cst.BaseExpression) -> Dim | None:
+        if isinstance(fact, IntFact):
+            return None if fact.dim.value == -1 else fact.dim
+        key = dotted_name(node)
+        if key is None or isinstance(fact, SizeFact | TupleFact | ModuleFact | QualifiedName):
+            return None
+        if isinstance(fact, TensorFact) and fact.rank not in (None, 0):
+            return None
+        return self.symbol(key)
+
+    def symbol(self, key: str) -> Dim:
+        """The same symbolic size every time this function names it the same way."""
+        if key not in self.symbols:
+            self.symbols[key] = Dim.symbol(key)
+        return self.symbols[key]
+
+    # --- entry points ------------------------------------------------------------------------
+
+    def run_function(self, node: cst.FunctionDef, arguments: dict[str, Fact] | None = None) -> Fact:
+        """Interpret ``node``'s body; ``arguments`` overrides the parameters' facts."""
+        for param in _parameters(node.params):
+            name = param.name.value
+            if arguments is not None and name in arguments:
+                self.env[name] = arguments[name]
+            elif name not in ("self", "cls"):
+                self.env[name] = self._parameter_fact(param)
+        self.run_block(_body(node.body))
+        if not self.returns:
+            return UNKNOWN
+        result = self.returns[0]
+        for other in self.returns[1:]:
+            result = join(result, other)
+        return result
+
+    def run_block(self, statements: Sequence[cst.BaseStatement | cst.BaseSmallStatement]) -> bool:
+        """Interpret statements in order; ``False`` once control cannot fall through."""
+        return all(self._statement(statement) for statement in statements)
+
+    def result(self, node: cst.FunctionDef | cst.Module, name: str) -> FunctionFacts:
+        return FunctionFacts(node, name, self.facts, self.observations)
+
+    # --- statements ---------------------------------------------------------------------------
+
+    def _statement(self, statement: cst.BaseStatement | cst.BaseSmallStatement) -> bool:
+        match statement:
+            case cst.SimpleStatementLine(body=body):
+                return self.run_block(body)
+            case cst.Expr(value=value):
+                self.eval(value)
+            case cst.Assign(targets=targets, value=value):
+                self._assign([target.target for target in targets], value)
+            case cst.AnnAssign(target=target, value=value) if value is not None:
+                self._assign([target], value)
+            case cst.AugAssign(target=target, operator=operator, value=value):
+                self._augmented(statement, target, operator, value)
+            case cst.Return(value=value):
+                self.returns.append(self.eval(value) if value is not None else UNKNOWN)
+                return False
+            case cst.Raise() | cst.Continue() | cst.Break():
+                return False
+            case cst.Del(target=target):
+                self._forget(target)
+            case cst.If():
+                return self._if(statement)
+            case cst.For() | cst.While():
+                self._loop(statement)
+            case cst.With(items=items, body=body):
+                for item in items:
+                    self.eval(item.item)
+                    if item.asname is not None:
+                        self._bind(item.asname.name, UNKNOWN)
+                return self.run_block(_body(body))
+            case cst.Try() | cst.TryStar():
+                self._try(statement)
+            case cst.FunctionDef():
+                self._define(statement)
+            case cst.Assert(test=test):
+                self.eval(test)
+            case cst.ClassDef() | cst.Match():
+                for name in _assigned_names(statement):
+                    self._forget_name(name)
+        return True
+
+    def _assign(self, targets: list[cst.BaseExpression], value: cst.BaseExpression) -> None:
+        fact = self.eval(value)
+        for target in targets:
+            if not self._unpack_shape(target, value):
+                self._bind(target, fact)
+
+    def _augmented(
+        self,
+        statement: cst.AugAssign,
+        target: cst.BaseExpression,
+        operator: cst.BaseAugOp,
+        value: cst.BaseExpression,
+    ) -> None:
+        current = self.eval(target)
+        other = self.eval(value)
+        symbol = {
+            cst.MultiplyAssign: "*",
+            cst.DivideAssign: "/",
+            cst.AddAssign: "+",
+            cst.SubtractAssign: "-",
+            cst.FloorDivideAssign: "//",
+        }.get(type(operator))
+        result: Fact = UNKNOWN
+        if symbol is not None:
+            result = arithmetic(statement, symbol, current, other)
+        self._bind(target, result)
+
+    def _if(self, statement: cst.If) -> bool:
+        self.eval(statement.test)
+        before = dict(self.env)
+        branches: list[dict[str, Fact]] = []
+        if self.run_block(_body(statement.body)):
+            branches.append(self.env)
+        self.env = dict(before)
+        orelse = statement.orelse
+        falls_through = True
+        if isinstance(orelse, cst.If):
+            falls_through = self._if(orelse)
+        elif isinstance(orelse, cst.Else):
+            falls_through = self.run_block(_body(orelse.body))
+        if falls_through:
+            branches.append(self.env)
+        if not branches:
+            self.env = before
+            return False
+        self.env = _join_environments(branches)
+        return True
+
+    def _loop(self, statement: cst.For | cst.While) -> None:
+        if isinstance(statement, cst.For):
+            self.eval(statement.iter)
+            self._bind(statement.target, UNKNOWN)
+        else:
+            self.eval(statement.test)
+        before = dict(self.env)
+        self.run_block(_body(statement.body))
+        self.env = _join_environments([before, self.env])
+        if statement.orelse is not None:
+            self.run_block(_body(statement.orelse.body))
+
+    def _try(self, statement: cst.Try | cst.TryStar) -> None:
+        before = dict(self.env)
+        outcomes: list[dict[str, Fact]] = []
+        if self.run_block(_body(statement.body)) and (
+            statement.orelse is None or self.run_block(_body(statement.orelse.body))
+        ):
+            outcomes.append(self.env)
+        for handler in statement.handlers:
+            self.env = _join_environments([before, *outcomes]) if outcomes else dict(before)
+            if handler.name is not None:
+                self._bind(handler.name.name, UNKNOWN)
+            if self.run_block(_body(handler.body)):
+                outcomes.append(self.env)
+        self.env = _join_environments(outcomes) if outcomes else before
+        if statement.finalbody is not None:
+            self.run_block(_body(statement.finalbody.body))
+
+    def _define(self, node: cst.FunctionDef) -> None:
+        closure = dict(self.env)
+        self.env[node.name.value] = FunctionRef(node, tuple(closure.items()))
+        if self.record:
+            self.nested.append((node, closure))
+
+    # --- binding ----------------------------------------------------------------------------
+
+    def _bind(self, target: cst.BaseExpression, fact: Fact) -> None:
+        if isinstance(target, cst.Name | cst.Attribute):
+            key = dotted_name(target)
+            if key is None:
+                self.eval(target)
+                return
+            self._forget_name(key)
+            self.env[key] = fact
+        elif isinstance(target, cst.Tuple | cst.List):
+            elements = [element.value for element in target.elements]
+            items: Sequence[Fact] | None = None
+            starred = any(isinstance(element, cst.StarredElement) for element in target.elements)
+            if isinstance(fact, TupleFact) and not starred:
+                items = fact.items
+            elif isinstance(fact, SizeFact) and not starred:
+                items = [IntFact(dim) for dim in fact.dims]
+            if items is None or len(items) != len(elements):
+                items = [UNKNOWN] * len(elements)
+            for element, item in zip(elements, items, strict=True):
+                self._bind(element, item)
+        elif isinstance(target, cst.StarredElement):
+            self._bind(target.value, UNKNOWN)
+        else:
+            self.eval(target)  # x[i] = v: the tensor keeps its facts
+
+    def _forget_name(self, key: str) -> None:
+        prefix = key + "."
+        for name in [name for name in self.env if name.startswith(prefix)]:
+            del self.env[name]
+        self.env.pop(key, None)
+        self.symbols.pop(key, None)
+
+    def _forget(self, target: cst.BaseExpression) -> None:
+        if isinstance(target, cst.Tuple):
+            for element in target.elements:
+                self._forget(element.value)
+            return
+        key = dotted_name(target)
+        if key is not None:
+            self._forget_name(key)
+
+    def _unpack_shape(self, target: cst.BaseExpression, value: cst.BaseExpression) -> bool:
+        """``B, L, E = x.shape`` (or ``x.size()``): learn x's rank, name its sizes."""
+        receiver = _shape_receiver(value)
+        if receiver is None or not isinstance(target, cst.Tuple | cst.List):
+            return False
+        elements = [element.value for element in target.elements]
+        if any(isinstance(element, cst.StarredElement) for element in target.elements):
+            return False
+        key = dotted_name(receiver)
+        tensor = self.env.get(key) if key is not None else None
+        if not isinstance(tensor, TensorFact):
+            return False
+        if tensor.shape is None:
+            shape = tuple(self._size_named(element) for element in elements)
+            layout = tensor.layout.materialise(len(shape)) if tensor.layout else None
+            assert key is not None
+            self.env[key] = replace(tensor, shape=shape, layout=layout)
+            tensor = self.env[key]
+            assert isinstance(tensor, TensorFact)
+        assert tensor.shape is not None
+        if len(tensor.shape) != len(elements):
+            return False
+        for element, dim in zip(elements, tensor.shape, strict=True):
+            self._bind(element, IntFact(dim))
+        return True
+
+    def _size_named(self, target: cst.BaseExpression) -> Dim:
+        """The size an unpacking target names: a name already holding a size keeps it
+        (``B, H, S, D = k.shape`` after ``B, H, L, D = q.shape`` says k shares B, H, D)."""
+        name = dotted_name(target)
+        if name is None or name == "_":
+            return Dim.symbol("?")
+        bound = self.env.get(name)
+        if isinstance(bound, IntFact):
+            return bound.dim
+        return Dim.symbol(name)
+
+    def _parameter_fact(self, param: cst.Param) -> Fact:
+        annotation = param.annotation.annotation if param.annotation else None
+        kind = _NUMBER_ANNOTATIONS.get(dotted_name(annotation) or "") if annotation else None
+        default = param.default
+        if kind is None and isinstance(default, cst.Integer):
+            kind = "int"
+        elif kind is None and isinstance(default, cst.Float | cst.SimpleString):
+            kind = "float"
+        elif kind is None and isinstance(default, cst.Name) and default.value in ("True", "False"):
+            kind = "bool"
+        if kind == "int":
+            return IntFact(self.symbol(param.name.value))
+        if kind == "float":
+            return ScalarFact()
+        if kind is not None or param.star in ("*", "**"):
+            return UNKNOWN
+        return TensorFact(layout=Layout.contiguous(None), scaling=PARAMETER_SCALING)
+
+    # --- expressions --------------------------------------------------------------------------
+
+    def eval(self, node: cst.BaseExpression) -> Fact:
+        fact = self._eval(node)
+        if self.record:
+            self.facts[node] = fact
+        return fact
+
+    def _eval(self, node: cst.BaseExpression) -> Fact:
+        match node:
+            case cst.Name(value=name):
+                return self._name(name)
+            case cst.Attribute():
+                return self._attribute(node)
+            case cst.Call():
+                return self._call(node)
+            case cst.Integer():
+                value = node.evaluated_value
+                return IntFact(Dim.constant(value)) if isinstance(value, int) else UNKNOWN
+            case cst.Float() | cst.Imaginary():
+                return ScalarFact()
+            case cst.UnaryOperation(operator=operator, expression=expression):
+                return self._unary(operator, expression, node)
+            case cst.BinaryOperation():
+                return self._binary(node)
+            case cst.Tuple(elements=elements) | cst.List(elements=elements):
+                return TupleFact(tuple(self._element(element) for element in elements))
+            case cst.Subscript():
+                return self._subscript(node)
+            case cst.IfExp(test=test, body=body, orelse=orelse):
+                self.eval(test)
+                return join(self.eval(body), self.eval(orelse))
+            case cst.Comparison(left=left, comparisons=comparisons):
+                facts = [self.eval(left), *(self.eval(c.comparator) for c in comparisons)]
+                tensors = [fact for fact in facts if isinstance(fact, TensorFact)]
+                if tensors:
+                    return TensorFact(shape=tensors[0].shape, origin=node)
+                return UNKNOWN
+            case cst.BooleanOperation(left=left, right=right):
+                self.eval(left)
+                self.eval(right)
+                return UNKNOWN
+            case cst.NamedExpr(target=target, value=value):
+                fact = self.eval(value)
+                self._bind(target, fact)
+                return fact
+            case cst.Await(expression=expression):
+                self.eval(expression)
+                return UNKNOWN
+        return UNKNOWN
+
+    def _element(self, element: cst.BaseElement) -> Fact:
+        fact = self.eval(element.value)
+        return UNKNOWN if isinstance(element, cst.StarredElement) else fact
+
+    def _name(self, name: str) -> Fact:
+        if name in self.env:
+            return self.env[name]
+        if name in self.context.imports:
+            return QualifiedName(canonical(self.context.imports[name]))
+        if name in self.context.functions:
+            return FunctionRef(self.context.functions[name])
+        if name in ("float", "int", "len"):
+            return QualifiedName(f"builtins.{name}")
+        return UNKNOWN
+
+    def _attribute(self, node: cst.Attribute) -> Fact:
+        key = dotted_name(node)
+        if key is not None and key in self.env:
+            return self.env[key]
+        return self._member(node, self.eval(node.value))
+
+    def _member(self, node: cst.Attribute, base: Fact) -> Fact:
+        """``node.attr`` looked up on ``base``, the already evaluated ``node.value``."""
+        key = dotted_name(node)
+        if key is not None and key in self.env:
+            return self.env[key]
+        attribute = node.attr.value
+        if isinstance(node.value, cst.Name) and node.value.value == "self":
+            model = self.class_model
+            if model is not None and attribute in model.attributes:
+                return model.attributes[attribute]
+            if model is not None and attribute in model.methods:
+                return FunctionRef(model.methods[attribute], class_name=model.name)
+            return UNKNOWN
+        if isinstance(base, QualifiedName):
+            return QualifiedName(canonical(f"{base.name}.{attribute}"))
+        if attribute in ("weight", "bias") and (
+            isinstance(base, ModuleFact | TensorFact) or base is UNKNOWN
+        ):
+            return TensorFact(layout=Layout.contiguous(None), is_parameter=True, origin=node)
+        if isinstance(base, ModuleFact) and attribute == "out_features":
+            return IntFact(base.out_features) if base.out_features is not None else UNKNOWN
+        tensor = as_tensor(base)
+        if tensor is None:
+            return UNKNOWN
+        if attribute == "shape":
+            return SizeFact(tensor.shape) if tensor.shape is not None else UNKNOWN
+        if attribute == "ndim":
+            return IntFact(Dim.constant(tensor.rank)) if tensor.rank is not None else UNKNOWN
+        if attribute in ("T", "mT"):
+            call = OpCall(attribute, node, node.attr, tensor, node.value, self)
+            return reversed_axes(call) if attribute == "T" else last_two_swapped(call)
+        return UNKNOWN
+
+    def _unary(
+        self, operator: cst.BaseUnaryOp, expression: cst.BaseExpression, node: cst.BaseExpression
+    ) -> Fact:
+        fact = self.eval(expression)
+        if isinstance(operator, cst.Minus) and isinstance(fact, IntFact):
+            return IntFact(Dim.constant(-1) * fact.dim)
+        if isinstance(fact, TensorFact):
+            return fact.derive(origin=node, product=None, scaling=fact.scaling)
+        if isinstance(fact, ScalarFact):
+            return fact
+        return UNKNOWN
+
+    def _binary(self, node: cst.BinaryOperation) -> Fact:
+        left = self.eval(node.left)
+        right = self.eval(node.right)
+        operator = node.operator
+        if isinstance(operator, cst.MatrixMultiply):
+            left_tensor, right_tensor = as_tensor(left), as_tensor(right)
+            if left_tensor is None or right_tensor is None:
+                return UNKNOWN
+            return matrix_product(node, left_tensor, right_tensor, node.left, node.right)
+        symbol = {
+            cst.Multiply: "*",
+            cst.Divide: "/",
+            cst.Add: "+",
+            cst.Subtract: "-",
+            cst.FloorDivide: "//",
+        }.get(type(operator))
+        if symbol == "+" and isinstance(left, SizeFact | TupleFact):
+            if isinstance(right, SizeFact | TupleFact):
+                return TupleFact(_as_items(left) + _as_items(right))
+        if symbol is not None:
+            return arithmetic(node, symbol, left, right)
+        if isinstance(operator, cst.Power):
+            if isinstance(left, TensorFact):
+                return left.derive(origin=node, product=None, scaling=())
+            if isinstance(left, IntFact | ScalarFact) or isinstance(right, ScalarFact):
+                return ScalarFact()
+        return UNKNOWN
+
+    def _subscript(self, node: cst.Subscript) -> Fact:
+        base = self.eval(node.value)
+        for element in node.slice:
+            if isinstance(element.slice, cst.Index):
+                self.eval(element.slice.value)
+        index = _single_index(node)
+        if isinstance(base, SizeFact | TupleFact) and index is None:
+            window = _literal_slice(node)
+            if window is not None and isinstance(base, SizeFact):
+                return SizeFact(base.dims[window])
+            if window is not None and isinstance(base, TupleFact):
+                return TupleFact(base.items[window])
+        if isinstance(base, SizeFact | TupleFact) and index is not None:
+            items = base.dims if isinstance(base, SizeFact) else base.items
+            if -len(items) <= index < len(items):
+                item = items[index]
+                return IntFact(item) if isinstance(item, Dim) else item
+            return UNKNOWN
+        receiver = node.value
+        if (
+            isinstance(receiver, cst.Attribute)
+            and receiver.attr.value == "shape"
+            and base is UNKNOWN
+            and index is not None
+        ):
+            owner = dotted_name(receiver.value)
+            if owner is not None:
+                return IntFact(self.symbol(f"{owner}.shape[{index}]"))
+        if isinstance(base, TensorFact):
+            return _index_tensor(base, node)
+        return UNKNOWN
+
+    # --- calls ------------------------------------------------------------------------------
+
+    def _call(self, node: cst.Call) -> Fact:
+        func = node.func
+        if isinstance(func, cst.Attribute):
+            receiver = self.eval(func.value)
+            callee = self._member(func, receiver)
+            if self.record:
+                self.facts[func] = callee
+            if not isinstance(callee, QualifiedName | FunctionRef | ModuleFact):
+                args, kwargs = self._arguments(node)
+                return self._method(node, func, receiver, args, kwargs)
+        else:
+            callee = self.eval(func)
+        args, kwargs = self._arguments(node)
+        if isinstance(callee, QualifiedName):
+            return self._qualified(callee.name, node, args, kwargs)
+        if isinstance(callee, ModuleFact):
+            transfer = MODULE_CALLS.get(callee.kind)
+            tensor = as_tensor(args[0][0]) if args else None
+            if transfer is None or tensor is None:
+                return UNKNOWN
+            op = OpCall(callee.kind, node, func, tensor, args[0][1], self, args[1:], kwargs, callee)
+            return transfer(op)
+        if isinstance(callee, FunctionRef):
+            return self._inline(callee, node, args, kwargs)
+        return UNKNOWN
+
+    def _arguments(
+        self, node: cst.Call
+    ) -> tuple[list[tuple[Fact, cst.BaseExpression]], dict[str, tuple[Fact, cst.BaseExpression]]]:
+        args: list[tuple[Fact, cst.BaseExpression]] = []
+        kwargs: dict[str, tuple[Fact, cst.BaseExpression]] = {}
+        for argument in node.args:
+            fact = self.eval(argument.value)
+            if argument.keyword is not None:
+                kwargs[argument.keyword.value] = (fact, argument.value)
+            elif argument.star == "*":
+                args.append((UNKNOWN, cst.StarredElement(argument.value)))
+            elif argument.star == "":
+                args.append((fact, argument.value))
+        return args, kwargs
+
+    def _method(
+        self,
+        node: cst.Call,
+        func: cst.Attribute,
+        receiver: Fact,
+        args: list[tuple[Fact, cst.BaseExpression]],
+        kwargs: dict[str, tuple[Fact, cst.BaseExpression]],
+    ) -> Fact:
+        tensor = as_tensor(receiver)
+        if tensor is None:
+            return UNKNOWN
+        name = func.attr.value
+        if name == "size":
+            return self._size_call(func.value, tensor, args)
+        if name in ("dim", "ndimension"):
+            return IntFact(Dim.constant(tensor.rank)) if tensor.rank is not None else UNKNOWN
+        in_place = name.endswith("_") and not name.startswith("_")
+        transfer = TENSOR_METHODS.get(name[:-1] if in_place else name)
+        if transfer is None:
+            if in_place:
+                self._rebind(func.value, tensor.derive(product=None, scaling=None))
+            return UNKNOWN
+        op = OpCall(
+            name[:-1] if in_place else name, node, func.attr, tensor, func.value, self, args, kwargs
+        )
+        result = transfer(op)
+        if in_place:
+            self._rebind(func.value, result)
+        return result
+
+    def _rebind(self, target: cst.BaseExpression, fact: Fact) -> None:
+        key = dotted_name(target)
+        if key is not None and key in self.env:
+            self.env[key] = fact
+
+    def _size_call(
+        self,
+        receiver: cst.BaseExpression,
+        tensor: TensorFact,
+        args: list[tuple[Fact, cst.BaseExpression]],
+    ) -> Fact:
+        if not args:
+            return SizeFact(tensor.shape) if tensor.shape is not None else UNKNOWN
+        fact = args[0][0]
+        if not isinstance(fact, IntFact) or fact.dim.value is None:
+            return UNKNOWN
+        index = fact.dim.value
+        if tensor.shape is not None:
+            if -len(tensor.shape) <= index < len(tensor.shape):
+                return IntFact(tensor.shape[index])
+            return UNKNOWN
+        owner = dotted_name(receiver)
+        if owner is None:
+            return IntFact(Dim.symbol("?"))
+        return IntFact(self.symbol(f"{owner}.shape[{index}]"))
+
+    def _qualified(
+        self,
+        name: str,
+        node: cst.Call,
+        args: list[tuple[Fact, cst.BaseExpression]],
+        kwargs: dict[str, tuple[Fact, cst.BaseExpression]],
+    ) -> Fact:
+        if name in FUNCTIONS:
+            op = OpCall(name, node, node.func, TensorFact(), None, self, args, kwargs)
+            return FUNCTIONS[name](op)
+        if name in TENSOR_FUNCTIONS:
+            first = kwargs.get("input") or (args[0] if args else None)
+            rest = args if "input" in kwargs else args[1:]
+            tensor = as_tensor(first[0]) if first is not None else None
+            if first is None or tensor is None:
+                return UNKNOWN
+            op = OpCall(name, node, node.func, tensor, first[1], self, rest, kwargs)
+            return TENSOR_FUNCTIONS[name](op)
+        if name == "torch.tensor":
+            data = args[0][0] if args else UNKNOWN
+            shape = () if isinstance(data, IntFact | ScalarFact) else None
+            return TensorFact(
+                shape=shape, layout=Layout.contiguous(0 if shape == () else None), origin=node
+            )
+        if name.startswith(_SCALAR_FUNCTIONS) or name == "builtins.float":
+            return ScalarFact()
+        return UNKNOWN
+
+    def _inline(
+        self,
+        function: FunctionRef,
+        node: cst.Call,
+        args: list[tuple[Fact, cst.BaseExpression]],
+        kwargs: dict[str, tuple[Fact, cst.BaseExpression]],
+    ) -> Fact:
+        """Follow a call into a function of this module, without recording anything there."""
+        if self.depth >= INLINE_DEPTH:
+            return UNKNOWN
+        params = [param for param in _parameters(function.node.params)]
+        if function.class_name is not None and params and params[0].name.value == "self":
+            params = params[1:]
+        if any(param.star in ("*", "**") for param in params):
+            return UNKNOWN
+        arguments: dict[str, Fact] = {}
+        for param, (fact, _) in zip(params, args, strict=False):
+            arguments[param.name.value] = fact
+        for keyword, (fact, _) in kwargs.items():
+            arguments[keyword] = fact
+        model = self.context.classes.get(function.class_name) if function.class_name else None
+        callee = Interpreter(
+            self.context, class_model=model or self.class_model, record=False, depth=self.depth + 1
+        )
+        callee.env.update(dict(function.closure))
+        return callee.run_function(function.node, arguments)
+
+
+# --- helpers --------------------------------------------------------------------------------
+
+
+def _body(body: cst.BaseSuite) -> Sequence[cst.BaseStatement | cst.BaseSmallStatement]:
+    if isinstance(body, cst.IndentedBlock):
+        return body.body
+    assert isinstance(body, cst.SimpleStatementSuite)
+    return body.body
+
+
+def _parameters(params: cst.Parameters) -> list[cst.Param]:
+    listed = [*params.posonly_params, *params.params, *params.kwonly_params]
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            listed.append(star)
+    return listed
+
+
+def _join_environments(environments: list[dict[str, Fact]]) -> dict[str, Fact]:
+    first, *others = environments
+    joined: dict[str, Fact] = {}
+    for name, fact in first.items():
+        merged: Fact | None = fact
+        for other in others:
+            if name not in other:
+                merged = None
+                break
+            merged = join(merged, other[name]) if merged is not None else None
+        if merged is not None:
+            joined[name] = merged
+    return joined
+
+
+def _shape_receiver(value: cst.BaseExpression) -> cst.BaseExpression | None:
+    if isinstance(value, cst.Attribute) and value.attr.value == "shape":
+        return value.value
+    if (
+        isinstance(value, cst.Call)
+        and not value.args
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value == "size"
+    ):
+        return value.func.value
+    return None
+
+
+def _single_index(node: cst.Subscript) -> int | None:
+    if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+        return None
+    return _literal_int(node.slice[0].slice.value)
+
+
+def _literal_slice(node: cst.Subscript) -> slice | None:
+    """``[a:b]`` with literal integer bounds (or none)."""
+    if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Slice):
+        return None
+    piece = node.slice[0].slice
+    bounds: list[int | None] = []
+    for bound in (piece.lower, piece.upper, piece.step):
+        if bound is None:
+            bounds.append(None)
+            continue
+        value = _literal_int(bound)
+        if value is None:
+            return None
+        bounds.append(value)
+    return slice(*bounds)
+
+
+def _literal_int(node: cst.BaseExpression) -> int | None:
+    sign = 1
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        sign, node = -1, node.expression
+    if isinstance(node, cst.Integer):
+        value = node.evaluated_value
+        return sign * value if isinstance(value, int) else None
+    return None
+
+
+def _as_items(fact: SizeFact | TupleFact) -> tuple[Fact, ...]:
+    if isinstance(fact, SizeFact):
+        return tuple(IntFact(dim) for dim in fact.dims)
+    return fact.items
+
+
+def _index_tensor(tensor: TensorFact, node: cst.Subscript) -> Fact:
+    """``x[...]`` with slices, integers, ``None`` and ``...``: the axes kept, dropped, added.
+
+    Basic indexing returns a view: the memory order of the kept axes stays (a slice leaves
+    gaps, which only ever make a later ``view`` less possible, never more).
+    """
+    unknown = tensor.derive(shape=None, layout=None, origin=node)
+    if tensor.shape is None:
+        return unknown
+    pieces = [element.slice for element in node.slice]
+    if any(_is_ellipsis(piece) for piece in pieces[1:]) and not _is_ellipsis(pieces[0]):
+        return unknown
+    consumed = sum(1 for piece in pieces if not (_is_ellipsis(piece) or _is_none(piece)))
+    shape: list[Dim] = []
+    order: list[int] = []
+    old_order = tensor.layout.materialise(len(tensor.shape)) if tensor.layout else None
+    memory = old_order.order if old_order is not None else None
+    axis = 0
+
+    def keep(position: int, dim: Dim) -> None:
+        shape.append(dim)
+        if memory is not None:
+            order.append(memory[position])
+
+    for piece in pieces:
+        if _is_ellipsis(piece):
+            for _ in range(len(tensor.shape) - consumed):
+                keep(axis, tensor.shape[axis])
+                axis += 1
+        elif _is_none(piece):
+            shape.append(Dim.constant(1))
+            order.append(FREE)
+        elif axis >= len(tensor.shape):
+            return unknown
+        elif isinstance(piece, cst.Slice):
+            full = piece.lower is None and piece.upper is None and piece.step is None
+            keep(axis, tensor.shape[axis] if full else Dim.symbol("?"))
+            axis += 1
+        elif isinstance(piece, cst.Index) and isinstance(
+            piece.value, cst.Integer | cst.UnaryOperation
+        ):
+            axis += 1
+        else:
+            return unknown  # advanced indexing copies; its shape depends on the index
+    for position in range(axis, len(tensor.shape)):
+        keep(position, tensor.shape[position])
+    layout = None
+    if memory is not None and old_order is not None:
+        layout = Layout(tuple(order)).renumbered(old_order.reordered_by)
+    return tensor.derive(shape=tuple(shape), layout=layout, origin=node)
+
+
+def _is_ellipsis(piece: cst.BaseSlice) -> bool:
+    return isinstance(piece, cst.Index) and isinstance(piece.value, cst.Ellipsis)
+
+
+def _is_none(piece: cst.BaseSlice) -> bool:
+    return (
+        isinstance(piece, cst.Index)
+        and isinstance(piece.value, cst.Name)
+        and piece.value.value == "None"
+    )
+
+
+class _AssignedNames(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.add(node.value)
+
+
+def _assigned_names(statement: cst.CSTNode) -> set[str]:
+    """Every name mentioned in a statement the interpreter does not follow (a superset)."""
+    collector = _AssignedNames()
+    statement.visit(collector)
+    return collector.names

@@ -1,0 +1,250 @@
+"""Memory layout: which axes of a tensor can be merged by ``view``.
+
+A tensor that is a permuted (or expanded) view of contiguous memory is described by the memory
+position of each logical axis. ``view`` may merge adjacent axes only when the inner one follows
+the outer one directly in memory; an expanded (stride-0) axis merges with nothing, a size-1
+axis with anything. This is PyTorch's own rule (``computeStride``), applied symbolically.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import libcst as cst
+
+from shapecheck.analysis.dims import Dim
+
+FREE = -1
+"""Memory position of a size-1 axis: it merges with anything."""
+BROADCAST = -2
+"""Memory position of an expanded axis (stride 0): it merges with nothing."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Memory position of each axis (``order``) and the op that reordered them.
+
+    ``order`` is ``None`` when the rank is unknown (only possible for a contiguous tensor).
+    ``reordered_by`` is ``None`` exactly when the tensor is contiguous.
+    """
+
+    order: tuple[int, ...] | None
+    reordered_by: cst.CSTNode | None = None
+
+    @staticmethod
+    def contiguous(rank: int | None) -> Layout:
+        return Layout(None if rank is None else tuple(range(rank)))
+
+    @property
+    def is_contiguous(self) -> bool:
+        return self.reordered_by is None
+
+    def materialise(self, rank: int) -> Layout | None:
+        """This layout for a tensor now known to have ``rank`` axes."""
+        if self.order is None:
+            return Layout.contiguous(rank)
+        return self if len(self.order) == rank else None
+
+    def permuted(self, axes: Sequence[int], cause: cst.CSTNode) -> Layout | None:
+        """The layout after ``permute(*axes)`` (axes already non-negative)."""
+        if self.order is None or sorted(axes) != list(range(len(self.order))):
+            return None
+        return _settle(tuple(self.order[axis] for axis in axes), cause, self.reordered_by)
+
+    def with_axis_inserted(self, position: int) -> Layout | None:
+        if self.order is None or not 0 <= position <= len(self.order):
+            return None
+        order = (*self.order[:position], FREE, *self.order[position:])
+        return _settle(order, self.reordered_by, self.reordered_by)
+
+    def with_axis_removed(self, position: int) -> Layout | None:
+        if self.order is None or not 0 <= position < len(self.order):
+            return None
+        return _settle(self.order[:position] + self.order[position + 1 :], None, self.reordered_by)
+
+    def expanded(self, broadcast_axes: Sequence[int], leading: int, cause: cst.CSTNode) -> Layout:
+        assert self.order is not None
+        order = list(self.order)
+        for axis in broadcast_axes:
+            order[axis] = BROADCAST
+        return _settle((BROADCAST,) * leading + tuple(order), cause, self.reordered_by or cause)
+
+    def renumbered(self, cause: cst.CSTNode | None) -> Layout:
+        """This order with memory positions made dense again (after axes were dropped)."""
+        assert self.order is not None
+        return _settle(self.order, cause, cause)
+
+    def mergeable(self, outer: int, inner: int) -> bool:
+        """Can logical axes ``outer`` and ``inner`` (outer before inner) share one view axis?"""
+        assert self.order is not None
+        first, second = self.order[outer], self.order[inner]
+        if FREE in (first, second):
+            return True
+        return BROADCAST not in (first, second) and second == first + 1
+
+
+def _settle(
+    order: tuple[int, ...], cause: cst.CSTNode | None, previous: cst.CSTNode | None
+) -> Layout:
+    """Renumber memory positions densely; contiguous layouts forget their cause."""
+    ranked = sorted(position for position in order if position >= 0)
+    dense = {position: index for index, position in enumerate(ranked)}
+    order = tuple(dense.get(position, position) for position in order)
+    in_order = [position for position in order if position != FREE]
+    if in_order == list(range(len(in_order))):
+        return Layout(order)
+    return Layout(order, previous or cause)
+
+
+@dataclass(frozen=True)
+class ViewPlan:
+    """How ``view`` maps old axes onto new ones, and whether memory allows it.
+
+    ``merged`` lists the old axes of a group whose memory order forbids the view (empty when
+    the view is possible). ``layout`` is the result's layout, ``None`` when unknown.
+    """
+
+    merged: tuple[int, ...]
+    layout: Layout | None
+
+
+@dataclass(frozen=True)
+class _Group:
+    old: range
+    new: range
+    certain: bool
+
+
+def plan_view(old_shape: tuple[Dim, ...], layout: Layout, new_shape: tuple[Dim, ...]) -> ViewPlan:
+    """Plan ``view(new_shape)`` of a tensor with ``old_shape`` and ``layout``."""
+    assert layout.order is not None and len(layout.order) == len(old_shape)
+    order = layout.order
+    groups = _group(old_shape, new_shape)
+    keys: list[tuple[int, int] | int] = []
+    known = True
+    for group in groups:
+        real = [axis for axis in group.old if order[axis] != FREE]
+        if len(real) >= 2 and _must_merge_broken(layout, real, group):
+            return ViewPlan(tuple(group.old), None)
+        if not group.certain:
+            known = False
+        if not real:
+            keys.extend(FREE for _ in group.new)
+            continue
+        if any(order[axis] == BROADCAST for axis in real):
+            keys.extend(BROADCAST for _ in group.new)
+            continue
+        base = order[real[0]]
+        keys.extend((base, index) for index in range(len(group.new)))
+    if not known:
+        return ViewPlan((), None)
+    return ViewPlan((), _layout_from_keys(keys, layout.reordered_by))
+
+
+def _must_merge_broken(layout: Layout, real: list[int], group: _Group) -> bool:
+    broken = [not layout.mergeable(a, b) for a, b in itertools.pairwise(real)]
+    if group.certain:
+        return any(broken)
+    # The exact grouping is unknown: the view fails for sure only when fewer new axes
+    # force a merge and every adjacent pair of old axes is broken.
+    return len(group.new) < len(real) and all(broken)
+
+
+def _layout_from_keys(keys: list[tuple[int, int] | int], cause: cst.CSTNode | None) -> Layout:
+    ranked = sorted({key for key in keys if isinstance(key, tuple)})
+    position = {key: index for index, key in enumerate(ranked)}
+    order = tuple(position[key] if isinstance(key, tuple) else key for key in keys)
+    return _settle(order, cause, cause)
+
+
+def _group(old: tuple[Dim, ...], new: tuple[Dim, ...]) -> list[_Group]:
+    """Split ``old -> new`` into groups of axes with equal products, as PyTorch does."""
+    head: list[_Group] = []
+    tail: list[_Group] = []
+    i, j = 0, 0
+    end_old, end_new = len(old), len(new)
+    while True:  # peel matching or size-1 axes from the front
+        step = _peel(old, new, i, j, end_old, end_new, front=True)
+        if step is None:
+            break
+        head.append(step)
+        i, j = step.old.stop, step.new.stop
+    while True:  # and from the back
+        step = _peel(old, new, end_old, end_new, i, j, front=False)
+        if step is None:
+            break
+        tail.insert(0, step)
+        end_old, end_new = step.old.start, step.new.start
+    return head + _group_middle(old, new, i, j, end_old, end_new) + tail
+
+
+def _peel(
+    old: tuple[Dim, ...],
+    new: tuple[Dim, ...],
+    i: int,
+    j: int,
+    stop_i: int,
+    stop_j: int,
+    *,
+    front: bool,
+) -> _Group | None:
+    if front:
+        has_old, has_new = i < stop_i, j < stop_j
+        a = old[i] if has_old else None
+        b = new[j] if has_new else None
+    else:
+        has_old, has_new = i > stop_i, j > stop_j
+        a = old[i - 1] if has_old else None
+        b = new[j - 1] if has_new else None
+    if a is not None and b is not None and a == b:
+        return _single(i, j, 1, 1, front)
+    if b is not None and b.value == 1 and (a is None or a.value != 1):
+        return _single(i, j, 0, 1, front)
+    if a is not None and a.value == 1:
+        return _single(i, j, 1, 0, front)
+    return None
+
+
+def _single(i: int, j: int, n_old: int, n_new: int, front: bool) -> _Group:
+    if front:
+        return _Group(range(i, i + n_old), range(j, j + n_new), True)
+    return _Group(range(i - n_old, i), range(j - n_new, j), True)
+
+
+def _group_middle(
+    old: tuple[Dim, ...], new: tuple[Dim, ...], i: int, j: int, end_old: int, end_new: int
+) -> list[_Group]:
+    if i == end_old and j == end_new:
+        return []
+    groups: list[_Group] = []
+    start_i, start_j = i, j
+    while i < end_old and j < end_new:
+        # grow the shorter side until the products agree
+        a, b = i + 1, j + 1
+        left, right = old[i], new[j]
+        while left != right:
+            if a < end_old and (b == end_new or _smaller(left, right)):
+                left = left * old[a]
+                a += 1
+            elif b < end_new:
+                right = right * new[b]
+                b += 1
+            else:
+                break
+        if left != right:
+            break
+        groups.append(_Group(range(i, a), range(j, b), True))
+        i, j = a, b
+        start_i, start_j = i, j
+    if start_i < end_old or start_j < end_new:
+        groups.append(_Group(range(start_i, end_old), range(start_j, end_new), False))
+    return groups
+
+
+def _smaller(left: Dim, right: Dim) -> bool:
+    """Should the old side grow next? Grow whichever product is (probably) smaller."""
+    if left.value is not None and right.value is not None:
+        return left.value <= right.value
+    return len(left.factors) <= len(right.factors)

@@ -1,0 +1,967 @@
+"""Transfer functions: what each torch operation does to the facts of its arguments.
+
+One table for the whole analysis. A tensor op is registered once under its method name and
+its ``torch.*`` spellings (the first argument is then the receiver); adding an op is one
+function here, and every rule benefits. Anything not in the table yields ``UNKNOWN``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import libcst as cst
+
+from shapecheck.analysis.dims import Dim, Quotient, product
+from shapecheck.analysis.facts import (
+    UNKNOWN,
+    AxisOp,
+    Fact,
+    IntFact,
+    ModuleFact,
+    Product,
+    ScalarFact,
+    SizeFact,
+    TensorFact,
+    TupleFact,
+    fresh_shape,
+)
+from shapecheck.analysis.layout import Layout, plan_view
+from shapecheck.analysis.observations import AttentionScores, IncompatibleView, Observation
+
+
+class OpContext(Protocol):
+    """What a transfer function may ask of the interpreter."""
+
+    def observe(self, observation: Observation) -> None: ...
+
+    def size(self, fact: Fact, node: cst.BaseExpression) -> Dim | None:
+        """``fact`` used as a tensor size (names become stable symbols)."""
+        ...
+
+
+Argument = tuple[Fact, cst.BaseExpression]
+
+
+@dataclass
+class OpCall:
+    """One call of an op, with the facts of its receiver and arguments."""
+
+    name: str
+    node: cst.BaseExpression
+    anchor: cst.CSTNode
+    receiver: TensorFact
+    receiver_node: cst.BaseExpression | None
+    context: OpContext
+    args: list[Argument] = field(default_factory=list)
+    kwargs: dict[str, Argument] = field(default_factory=dict)
+    module: ModuleFact | None = None
+
+    def get(self, index: int | None, keyword: str | None = None) -> Argument | None:
+        if keyword is not None and keyword in self.kwargs:
+            return self.kwargs[keyword]
+        if index is not None and index < len(self.args):
+            return self.args[index]
+        return None
+
+    def int_arg(self, index: int | None, keyword: str | None = None) -> int | None:
+        argument = self.get(index, keyword)
+        if argument is not None and isinstance(argument[0], IntFact):
+            return argument[0].dim.value
+        return None
+
+    def tensor_arg(self, index: int | None, keyword: str | None = None) -> TensorFact | None:
+        argument = self.get(index, keyword)
+        if argument is None:
+            return None
+        return as_tensor(argument[0])
+
+    def int_list(self, start: int) -> list[int] | None:
+        """Integers given as varargs from ``start`` or as one tuple/list there."""
+        values = [fact for fact, _ in self.args[start:]]
+        if len(values) == 1 and isinstance(values[0], TupleFact | SizeFact):
+            values = list(_items(values[0]))
+        ints = [fact.dim.value if isinstance(fact, IntFact) else None for fact in values]
+        if not ints or any(value is None for value in ints):
+            return None
+        return [value for value in ints if value is not None]
+
+    def sizes(self, start: int) -> list[Dim | None] | None:
+        """Sizes given as varargs from ``start`` or as one tuple/list/``x.shape`` there.
+
+        A ``-1`` (or a size the analysis cannot name) is ``None``.
+        """
+        arguments = self.args[start:]
+        if not arguments or any(_is_starred(node) for _, node in arguments):
+            return None
+        first_fact, first_node = arguments[0]
+        if len(arguments) == 1 and isinstance(first_fact, TupleFact | SizeFact):
+            elements = _elements(first_node)
+            items = list(_items(first_fact))
+            nodes: list[cst.BaseExpression | None] = (
+                list(elements) if len(elements) == len(items) else [None] * len(items)
+            )
+            return [
+                self._size(item, item_node) for item, item_node in zip(items, nodes, strict=True)
+            ]
+        if len(arguments) == 1 and not isinstance(first_fact, IntFact):
+            return None  # a lone unknown argument may be a whole shape
+        return [self._size(fact, node) for fact, node in arguments]
+
+    def _size(self, fact: Fact, node: cst.BaseExpression | None) -> Dim | None:
+        if isinstance(fact, IntFact):
+            return None if fact.dim.value == -1 else fact.dim
+        if node is None:
+            return None
+        return self.context.size(fact, node)
+
+
+def _items(fact: TupleFact | SizeFact) -> Iterable[Fact]:
+    if isinstance(fact, SizeFact):
+        return (IntFact(dim) for dim in fact.dims)
+    return fact.items
+
+
+def _elements(node: cst.BaseExpression) -> list[cst.BaseExpression]:
+    if isinstance(node, cst.Tuple | cst.List):
+        return [element.value for element in node.elements]
+    return []
+
+
+def _is_starred(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.StarredElement)
+
+
+def as_tensor(fact: Fact) -> TensorFact | None:
+    """The fact as a tensor: unknown values might be tensors, known non-tensors are not."""
+    if isinstance(fact, TensorFact):
+        return fact
+    if fact is UNKNOWN:
+        return TensorFact(scaling=None)
+    return None
+
+
+Transfer = Callable[[OpCall], Fact]
+
+TENSOR_METHODS: dict[str, Transfer] = {}
+"""Tensor method name -> transfer."""
+TENSOR_FUNCTIONS: dict[str, Transfer] = {}
+"""Qualified function whose first argument is the tensor -> transfer."""
+FUNCTIONS: dict[str, Transfer] = {}
+"""Qualified function or class (constructors) -> transfer; no receiver."""
+MODULE_CALLS: dict[str, Transfer] = {}
+"""Module class -> transfer applied when an instance is called on a tensor."""
+
+
+def tensor_op(*methods: str, functions: Iterable[str] = ()) -> Callable[[Transfer], Transfer]:
+    def register(transfer: Transfer) -> Transfer:
+        for name in methods:
+            TENSOR_METHODS[name] = transfer
+        for name in functions:
+            TENSOR_FUNCTIONS[name] = transfer
+        return transfer
+
+    return register
+
+
+def function_op(*names: str) -> Callable[[Transfer], Transfer]:
+    def register(transfer: Transfer) -> Transfer:
+        for name in names:
+            FUNCTIONS[name] = transfer
+        return transfer
+
+    return register
+
+
+def module_op(*kinds: str) -> Callable[[Transfer], Transfer]:
+    def register(transfer: Transfer) -> Transfer:
+        for kind in kinds:
+            MODULE_CALLS[kind] = transfer
+        return transfer
+
+    return register
+
+
+def _torch(*names: str) -> list[str]:
+    return [f"torch.{name}" for name in names]
+
+
+def _functional(*names: str) -> list[str]:
+    return [f"torch.nn.functional.{name}" for name in names]
+
+
+def new_tensor(shape: tuple[Dim, ...] | None, origin: cst.CSTNode) -> TensorFact:
+    """A freshly allocated, contiguous activation."""
+    rank = None if shape is None else len(shape)
+    return TensorFact(shape=shape, layout=Layout.contiguous(rank), origin=origin)
+
+
+# --- axis reordering -------------------------------------------------------------------
+
+
+def reorder(call: OpCall, permutation: list[int] | None, name: str) -> TensorFact:
+    """The receiver with its axes in ``permutation`` order (``None``: rank unknown)."""
+    receiver = call.receiver
+    if permutation is None or receiver.shape is None:
+        return receiver.derive(shape=None, layout=None, origin=call.node)
+    layout = receiver.layout.materialise(len(receiver.shape)) if receiver.layout else None
+    axis_op = AxisOp(name, call.node, len(receiver.shape), tuple(permutation))
+    return receiver.derive(
+        shape=tuple(receiver.shape[axis] for axis in permutation),
+        layout=layout.permuted(permutation, call.node) if layout else None,
+        origin=call.node,
+        axis_op=axis_op,
+    )
+
+
+def swap(call: OpCall, first: int, second: int, name: str) -> TensorFact:
+    rank = call.receiver.rank
+    if rank is None:
+        return reorder(call, None, name)
+    if not (-rank <= first < rank and -rank <= second < rank):
+        return reorder(call, None, name)
+    permutation = list(range(rank))
+    a, b = first % rank, second % rank
+    permutation[a], permutation[b] = permutation[b], permutation[a]
+    result = reorder(call, permutation, name)
+    return result.derive(axis_op=AxisOp(name, call.node, rank, (a, b)), shape=result.shape)
+
+
+@tensor_op(
+    "transpose", "swapaxes", "swapdims", functions=_torch("transpose", "swapaxes", "swapdims")
+)
+def transpose(call: OpCall) -> Fact:
+    first, second = call.int_arg(0, "dim0"), call.int_arg(1, "dim1")
+    if first is None or second is None:
+        return reorder(call, None, "transpose")
+    return swap(call, first, second, "transpose")
+
+
+@tensor_op("t", functions=_torch("t"))
+def matrix_transpose(call: OpCall) -> Fact:
+    if call.receiver.rank is not None and call.receiver.rank < 2:
+        return call.receiver.derive(origin=call.node)
+    return swap(call, 0, 1, "t")
+
+
+def reversed_axes(call: OpCall) -> TensorFact:
+    """``x.T``: all axes reversed."""
+    rank = call.receiver.rank
+    return reorder(call, None if rank is None else list(range(rank))[::-1], "T")
+
+
+def last_two_swapped(call: OpCall) -> TensorFact:
+    """``x.mT``."""
+    return swap(call, -2, -1, "mT")
+
+
+@tensor_op("permute", functions=_torch("permute"))
+def permute(call: OpCall) -> Fact:
+    axes = call.int_list(0)
+    rank = call.receiver.rank
+    if axes is None or rank is None or len(axes) != rank:
+        return reorder(call, None, "permute")
+    normalised = [axis % rank for axis in axes]
+    return reorder(call, normalised if sorted(normalised) == list(range(rank)) else None, "permute")
+
+
+@tensor_op("movedim", "moveaxis", functions=_torch("movedim", "moveaxis"))
+def movedim(call: OpCall) -> Fact:
+    source, destination = call.int_arg(0, "source"), call.int_arg(1, "destination")
+    rank = call.receiver.rank
+    if source is None or destination is None or rank is None:
+        return reorder(call, None, "movedim")
+    order = list(range(rank))
+    moved = order.pop(source % rank)
+    order.insert(destination % rank, moved)
+    return reorder(call, order, "movedim")
+
+
+# --- views and copies -------------------------------------------------------------------
+
+
+def _target_shape(receiver: TensorFact, sizes: list[Dim | None]) -> tuple[Dim, ...]:
+    """The new shape, with one otherwise unknown size solved from the element count.
+
+    A ``-1``, or else a single size whose symbols the old shape never mentions
+    (``view(L, B, embed_dim)`` of ``[L, B*H, D]``), equals what the element count leaves —
+    when that division is exact.
+    """
+    if receiver.shape is not None:
+        old_symbols = {atom for dim in receiver.shape for atom in dim.factors}
+        missing = [index for index, size in enumerate(sizes) if size is None]
+        if not missing:
+            missing = [
+                index
+                for index, size in enumerate(sizes)
+                if size is not None and size.factors and not set(size.factors) & old_symbols
+            ]
+        if len(missing) == 1:
+            known = [
+                size for index, size in enumerate(sizes) if index != missing[0] and size is not None
+            ]
+            inferred = product(receiver.shape).floordiv(product(known))
+            if not any(isinstance(atom, Quotient) for atom in inferred.factors):
+                sizes = list(sizes)
+                sizes[missing[0]] = inferred
+    return tuple(size if size is not None else Dim.symbol("?") for size in sizes)
+
+
+def _view_like(call: OpCall, sizes: list[Dim | None] | None, *, copies: bool) -> Fact:
+    """``view`` (``copies=False``) or ``reshape`` (copies when a view is impossible)."""
+    receiver = call.receiver
+    if sizes is None:
+        return receiver.derive(shape=None, layout=None, origin=call.node)
+    shape = _target_shape(receiver, sizes)
+    layout = _view_layout(call, shape, copies=copies)
+    result = receiver.derive(shape=shape, layout=layout, origin=call.node)
+    old = receiver.shape
+    if (
+        old is not None
+        and len(old) == len(shape) >= 2
+        and old[-1] != old[-2]
+        and shape[:-2] == old[:-2]
+        and (shape[-2], shape[-1]) == (old[-1], old[-2])
+    ):
+        # the sizes of the last two axes exchanged without moving any data
+        rank = len(shape)
+        return result.derive(axis_op=AxisOp("view", call.node, rank, (rank - 2, rank - 1)))
+    return result
+
+
+def _view_layout(call: OpCall, shape: tuple[Dim, ...], *, copies: bool) -> Layout | None:
+    receiver = call.receiver
+    if receiver.layout is None:
+        return None
+    if receiver.layout.is_contiguous:
+        return Layout.contiguous(len(shape))
+    if receiver.shape is None or receiver.layout.order is None:
+        return None
+    plan = plan_view(receiver.shape, receiver.layout, shape)
+    if not plan.merged:
+        return plan.layout
+    if not copies and isinstance(call.node, cst.Call):
+        call.context.observe(IncompatibleView(call.node, call.anchor, receiver, plan.merged))
+    # reshape copies; after a failing view, go on as if the author had fixed it
+    return Layout.contiguous(len(shape))
+
+
+@tensor_op("view")
+def view(call: OpCall) -> Fact:
+    first = call.get(0)
+    if (
+        first is not None
+        and not isinstance(first[0], IntFact | TupleFact | SizeFact)
+        and not isinstance(first[1], cst.Name | cst.Attribute | cst.UnaryOperation)
+    ):
+        return UNKNOWN  # view(dtype) or view(*shape)
+    return _view_like(call, call.sizes(0), copies=False)
+
+
+@tensor_op("reshape", functions=_torch("reshape"))
+def reshape(call: OpCall) -> Fact:
+    return _view_like(call, call.sizes(0), copies=True)
+
+
+@tensor_op("view_as", "reshape_as")
+def view_as(call: OpCall) -> Fact:
+    other = call.tensor_arg(0, "other")
+    sizes: list[Dim | None] | None = None
+    if other is not None and other.shape is not None:
+        sizes = list(other.shape)
+    return _view_like(call, sizes, copies=call.name == "reshape_as")
+
+
+@tensor_op("flatten", functions=_torch("flatten"))
+def flatten(call: OpCall) -> Fact:
+    receiver = call.receiver
+    start, end = call.int_arg(0, "start_dim"), call.int_arg(1, "end_dim")
+    start = 0 if start is None and call.get(0, "start_dim") is None else start
+    end = -1 if end is None and call.get(1, "end_dim") is None else end
+    if receiver.shape is None or start is None or end is None:
+        return receiver.derive(shape=None, layout=None, origin=call.node)
+    rank = len(receiver.shape)
+    first, last = start % rank, end % rank
+    merged = product(receiver.shape[first : last + 1])
+    sizes: list[Dim | None] = [*receiver.shape[:first], merged, *receiver.shape[last + 1 :]]
+    return _view_like(call, sizes, copies=True)
+
+
+@tensor_op("contiguous")
+def contiguous(call: OpCall) -> Fact:
+    return call.receiver.derive(layout=Layout.contiguous(call.receiver.rank), origin=call.node)
+
+
+@tensor_op("clone", functions=_torch("clone"))
+def clone(call: OpCall) -> Fact:
+    # clone() keeps the strides of a dense tensor (preserve_format); only an explicit
+    # memory_format makes it contiguous.
+    memory_format = call.get(None, "memory_format")
+    if memory_format is None:
+        return call.receiver.derive(origin=call.node)
+    return call.receiver.derive(layout=Layout.contiguous(call.receiver.rank), origin=call.node)
+
+
+@tensor_op("unsqueeze", functions=_torch("unsqueeze"))
+def unsqueeze(call: OpCall) -> Fact:
+    receiver = call.receiver
+    axis = call.int_arg(0, "dim")
+    if receiver.shape is None or axis is None:
+        return receiver.derive(shape=None, layout=None, origin=call.node)
+    rank = len(receiver.shape) + 1
+    if not -rank <= axis < rank:
+        return receiver.derive(shape=None, layout=None, origin=call.node)
+    position = axis % rank
+    shape = (*receiver.shape[:position], Dim.constant(1), *receiver.shape[position:])
+    layout = receiver.layout.materialise(rank - 1) if receiver.layout else None
+    return receiver.derive(
+        shape=shape,
+        layout=layout.with_axis_inserted(position) if layout else None,
+        origin=call.node,
+    )
+
+
+@tensor_op("squeeze", functions=_torch("squeeze"))
+def squeeze(call: OpCall) -> Fact:
+    receiver = call.receiver
+    axis = call.int_arg(0, "dim")
+    if receiver.shape is None or axis is None:
+        return receiver.derive(shape=None, layout=None, origin=call.node)
+    position = receiver.normalise_axis(axis)
+    if position is None or receiver.shape[position].value != 1:
+        return receiver.derive(shape=None, layout=None, origin=call.node)
+    layout = receiver.layout.materialise(len(receiver.shape)) if receiver.layout else None
+    return receiver.derive(
+        shape=receiver.shape[:position] + receiver.shape[position + 1 :],
+        layout=layout.with_axis_removed(position) if layout else None,
+        origin=call.node,
+    )
+
+
+@tensor_op("expand")
+def expand(call: OpCall) -> Fact:
+    receiver = call.receiver
+    sizes = call.sizes(0)
+    if sizes is None or receiver.shape is None or len(sizes) < len(receiver.shape):
+        return receiver.derive(shape=None, layout=None, origin=call.node)
+    leading = len(sizes) - len(receiver.shape)
+    shape: list[Dim] = []
+    broadcast: list[int] = []
+    for index, size in enumerate(sizes):
+        if index < leading:
+            shape.append(size if size is not None else Dim.symbol("?"))
+            continue
+        old = receiver.shape[index - leading]
+        if size is None or size == old:
+            shape.append(old)
+        elif old.value == 1:
+            shape.append(size)
+            broadcast.append(index - leading)
+        else:
+            return receiver.derive(shape=None, layout=None, origin=call.node)
+    layout = receiver.layout.materialise(len(receiver.shape)) if receiver.layout else None
+    return receiver.derive(
+        shape=tuple(shape),
+        layout=layout.expanded(broadcast, leading, call.node) if layout else None,
+        origin=call.node,
+    )
+
+
+# --- values that keep their layout ------------------------------------------------------
+
+
+@tensor_op(
+    "float",
+    "half",
+    "double",
+    "bfloat16",
+    "to",
+    "type",
+    "type_as",
+    "cpu",
+    "cuda",
+    "detach",
+    "requires_grad_",
+)
+def same_values(call: OpCall) -> Fact:
+    return call.receiver.derive(origin=call.node)
+
+
+@tensor_op("masked_fill", functions=_torch("masked_fill"))
+def masked_fill(call: OpCall) -> Fact:
+    receiver = call.receiver
+    layout = Layout.contiguous(receiver.rank) if receiver.layout is not None else None
+    return receiver.derive(layout=layout, origin=call.node)
+
+
+@function_op("torch.where")
+def where(call: OpCall) -> Fact:
+    values = [call.tensor_arg(index) for index in (1, 2)]
+    for value in values:
+        if value is not None and value.product is not None:
+            return value.derive(layout=None, origin=call.node)
+    return TensorFact(origin=call.node, scaling=None)
+
+
+@tensor_op(functions=[*_functional("dropout"), "torch.dropout"])
+def dropout(call: OpCall) -> Fact:
+    return call.receiver.derive(origin=call.node)
+
+
+@module_op("torch.nn.Dropout", "torch.nn.Identity")
+def dropout_module(call: OpCall) -> Fact:
+    return call.receiver.derive(origin=call.node)
+
+
+@tensor_op(
+    "relu",
+    "sigmoid",
+    "tanh",
+    "exp",
+    "neg",
+    "abs",
+    "sqrt",
+    "rsqrt",
+    functions=[
+        *_torch("relu", "sigmoid", "tanh", "exp", "neg", "abs", "sqrt", "rsqrt"),
+        *_functional("relu", "gelu", "silu", "sigmoid", "tanh", "elu", "leaky_relu", "mish"),
+    ],
+)
+def elementwise(call: OpCall) -> Fact:
+    """A function applied to each element: shape and layout stay, the values change."""
+    receiver = call.receiver
+    return receiver.derive(origin=call.node, product=None, scaling=(), is_parameter=False)
+
+
+@tensor_op(functions=_functional("normalize"))
+def normalize(call: OpCall) -> Fact:
+    # unit vectors: their dot products are bounded, which is a scaling of its own
+    receiver = call.receiver
+    return receiver.derive(origin=call.node, product=None, scaling=(call.node,))
+
+
+# --- arithmetic -------------------------------------------------------------------------
+
+
+def broadcast_shapes(
+    left: tuple[Dim, ...] | None, right: tuple[Dim, ...] | None
+) -> tuple[Dim, ...] | None:
+    if left is None or right is None:
+        return None
+    rank = max(len(left), len(right))
+    padded_left = (Dim.constant(1),) * (rank - len(left)) + left
+    padded_right = (Dim.constant(1),) * (rank - len(right)) + right
+    shape = []
+    for a, b in zip(padded_left, padded_right, strict=True):
+        if a == b or b.value == 1:
+            shape.append(a)
+        elif a.value == 1:
+            shape.append(b)
+        else:
+            shape.append(Dim.symbol("?"))
+    return tuple(shape)
+
+
+def arithmetic(node: cst.CSTNode, operator: str, left: Fact, right: Fact) -> Fact:
+    """``left <operator> right`` for ``+ - * /`` where at least one side may be a tensor."""
+    if isinstance(left, IntFact) and isinstance(right, IntFact):
+        if operator == "*":
+            return IntFact(left.dim * right.dim)
+        if operator == "//":
+            return IntFact(left.dim.floordiv(right.dim))
+        values = (left.dim.value, right.dim.value)
+        if operator in "+-" and values[0] is not None and values[1] is not None:
+            return IntFact(
+                Dim.constant(values[0] + values[1] if operator == "+" else values[0] - values[1])
+            )
+        return UNKNOWN if operator != "/" else ScalarFact()
+    if _is_number(left) and _is_number(right):
+        return ScalarFact()
+    tensors = [fact for fact in (left, right) if isinstance(fact, TensorFact)]
+    if not tensors:
+        return UNKNOWN
+    return _tensor_arithmetic(node, operator, left, right)
+
+
+def _is_number(fact: Fact) -> bool:
+    return isinstance(fact, IntFact | ScalarFact)
+
+
+def _tensor_arithmetic(node: cst.CSTNode, operator: str, left: Fact, right: Fact) -> Fact:
+    left_tensor, right_tensor = as_tensor(left), as_tensor(right)
+    if left_tensor is None and right_tensor is None:
+        return UNKNOWN
+    if left_tensor is None or right_tensor is None:
+        # a tensor and a plain number: same shape and layout
+        tensor = left_tensor or right_tensor
+        assert tensor is not None
+        scaling = _scaled(tensor, node) if operator in ("*", "/") else tensor.scaling
+        return tensor.derive(origin=node, scaling=scaling)
+    shape = broadcast_shapes(left_tensor.shape, right_tensor.shape)
+    both_contiguous = (
+        left_tensor.layout is not None
+        and right_tensor.layout is not None
+        and left_tensor.layout.is_contiguous
+        and right_tensor.layout.is_contiguous
+        and left_tensor.shape == right_tensor.shape
+    )
+    layout = Layout.contiguous(len(shape)) if both_contiguous and shape is not None else None
+    main, other = (left_tensor, right_tensor)
+    if main.product is None and other.product is not None:
+        main, other = other, main
+    scaling = main.scaling
+    if (operator == "/" and main is left_tensor) or (operator == "*" and _may_be_scale(other)):
+        scaling = _scaled(main, node)
+    return TensorFact(
+        shape=shape,
+        layout=layout,
+        origin=node,
+        is_parameter=left_tensor.is_parameter and right_tensor.is_parameter,
+        scaling=scaling,
+        product=main.product if operator in "+-*/" else None,
+    )
+
+
+def _may_be_scale(fact: TensorFact) -> bool:
+    """A factor that may be a scale (a parameter, a 0-d or unknown tensor), not a mask."""
+    return fact.is_parameter or fact.rank is None or fact.rank == 0
+
+
+def _scaled(tensor: TensorFact, node: cst.CSTNode) -> tuple[cst.CSTNode, ...] | None:
+    return None if tensor.scaling is None else (*tensor.scaling, node)
+
+
+@tensor_op("mul", "div", "multiply", "divide", "true_divide", functions=_torch("mul", "div"))
+def multiply_method(call: OpCall) -> Fact:
+    other = call.get(0, "other")
+    if other is None:
+        return UNKNOWN
+    operator = "*" if call.name in ("mul", "multiply", "torch.mul") else "/"
+    return arithmetic(call.node, operator, call.receiver, other[0])
+
+
+@tensor_op("add", "sub", functions=_torch("add", "sub"))
+def add_method(call: OpCall) -> Fact:
+    other = call.get(0, "other")
+    if other is None:
+        return UNKNOWN
+    return arithmetic(call.node, "+", call.receiver, other[0])
+
+
+# --- products ----------------------------------------------------------------------------
+
+
+def matrix_product(
+    node: cst.BaseExpression,
+    left: TensorFact,
+    right: TensorFact,
+    left_node: cst.BaseExpression,
+    right_node: cst.BaseExpression,
+) -> TensorFact:
+    """``left @ right`` with PyTorch's batching rules, recording what it contracts."""
+    shape: tuple[Dim, ...] | None = None
+    if (
+        left.shape is not None
+        and right.shape is not None
+        and min(len(left.shape), len(right.shape)) >= 2
+    ):
+        batch = broadcast_shapes(left.shape[:-2], right.shape[:-2])
+        if batch is not None:
+            shape = (*batch, left.shape[-2], right.shape[-1])
+    scaling = None
+    if left.scaling is not None and right.scaling is not None:
+        scaling = left.scaling + right.scaling
+    result = new_tensor(shape, node)
+    return result.derive(
+        scaling=scaling,
+        product=Product(node, left, right, left_node, right_node, -1, -2),
+    )
+
+
+@tensor_op("matmul", "bmm", "mm", functions=_torch("matmul", "bmm", "mm"))
+def matmul(call: OpCall) -> Fact:
+    other = call.get(0, "mat2") or call.get(0, "other")
+    if other is None or call.receiver_node is None:
+        return UNKNOWN
+    right = as_tensor(other[0])
+    if right is None:
+        return UNKNOWN
+    return matrix_product(call.node, call.receiver, right, call.receiver_node, other[1])
+
+
+@function_op("torch.baddbmm")
+def baddbmm(call: OpCall) -> Fact:
+    operands = [call.get(1, "batch1"), call.get(2, "batch2")]
+    if operands[0] is None or operands[1] is None:
+        return TensorFact(origin=call.node, scaling=None)
+    left, right = as_tensor(operands[0][0]), as_tensor(operands[1][0])
+    if left is None or right is None:
+        return TensorFact(origin=call.node, scaling=None)
+    result = matrix_product(call.node, left, right, operands[0][1], operands[1][1])
+    if call.get(None, "alpha") is not None:
+        result = result.derive(scaling=_scaled(result, call.node), product=result.product)
+    return result
+
+
+@function_op("torch.einsum")
+def einsum(call: OpCall) -> Fact:
+    equation = call.get(0, "equation")
+    if equation is None or len(call.args) != 3:
+        return TensorFact(origin=call.node, scaling=None)
+    subscripts = _string_value(equation[1])
+    if subscripts is None or "->" not in subscripts or "." in subscripts:
+        return TensorFact(origin=call.node, scaling=None)
+    inputs, output = subscripts.replace(" ", "").split("->")
+    operands = inputs.split(",")
+    left, right = as_tensor(call.args[1][0]), as_tensor(call.args[2][0])
+    if len(operands) != 2 or left is None or right is None:
+        return TensorFact(origin=call.node, scaling=None)
+    left_letters, right_letters = operands
+    contracted = [
+        letter for letter in left_letters if letter in right_letters and letter not in output
+    ]
+    letter_sizes: dict[str, Dim] = {}
+    for letters, tensor in ((left_letters, left), (right_letters, right)):
+        if tensor.shape is not None and len(tensor.shape) == len(letters):
+            for letter, dim in zip(letters, tensor.shape, strict=True):
+                letter_sizes.setdefault(letter, dim)
+    shape = tuple(letter_sizes.get(letter, Dim.symbol("?")) for letter in output)
+    scaling = None
+    if left.scaling is not None and right.scaling is not None:
+        scaling = left.scaling + right.scaling
+    result = new_tensor(shape, call.node).derive(scaling=scaling)
+    if len(contracted) != 1:
+        return result
+    letter = contracted[0]
+    return result.derive(
+        scaling=scaling,
+        product=Product(
+            call.node,
+            left,
+            right,
+            call.args[1][1],
+            call.args[2][1],
+            left_letters.index(letter),
+            right_letters.index(letter),
+        ),
+    )
+
+
+def _string_value(node: cst.BaseExpression) -> str | None:
+    if isinstance(node, cst.SimpleString):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+@tensor_op(functions=_functional("linear"))
+def linear_function(call: OpCall) -> Fact:
+    weight = call.tensor_arg(0, "weight")
+    out: Dim | None = None
+    if weight is not None and weight.shape is not None and len(weight.shape) == 2:
+        out = weight.shape[0]
+    return _projected(call, out)
+
+
+@module_op("torch.nn.Linear")
+def linear_module(call: OpCall) -> Fact:
+    return _projected(call, call.module.out_features if call.module else None)
+
+
+def _projected(call: OpCall, out: Dim | None) -> TensorFact:
+    shape = call.receiver.shape
+    if shape is not None and len(shape) >= 1:
+        shape = (*shape[:-1], out if out is not None else Dim.symbol("?"))
+    return new_tensor(shape, call.node)
+
+
+@module_op("torch.nn.LayerNorm", "torch.nn.RMSNorm")
+def norm_module(call: OpCall) -> Fact:
+    return new_tensor(call.receiver.shape, call.node)
+
+
+@tensor_op(functions=_functional("layer_norm", "rms_norm"))
+def norm_function(call: OpCall) -> Fact:
+    return new_tensor(call.receiver.shape, call.node)
+
+
+# --- softmax -----------------------------------------------------------------------------
+
+
+@tensor_op("softmax", functions=[*_torch("softmax"), *_functional("softmax")])
+def softmax(call: OpCall) -> Fact:
+    return _softmax(call, call.receiver)
+
+
+@module_op("torch.nn.Softmax")
+def softmax_module(call: OpCall) -> Fact:
+    return _softmax(call, call.receiver)
+
+
+def _softmax(call: OpCall, scores: TensorFact) -> Fact:
+    if scores.product is not None:
+        call.context.observe(AttentionScores(call.node, scores, scores.product))
+    return new_tensor(scores.shape, call.node)
+
+
+# --- constructors ------------------------------------------------------------------------
+
+
+@function_op(*_torch("randn", "rand", "zeros", "ones", "empty", "full"))
+def allocate(call: OpCall) -> Fact:
+    end = len(call.args) - 1 if call.name == "torch.full" else len(call.args)
+    sizes = OpCall(
+        call.name, call.node, call.anchor, call.receiver, None, call.context, call.args[:end]
+    ).sizes(0)
+    if sizes is None or any(size is None for size in sizes):
+        return new_tensor(None, call.node)
+    return new_tensor(tuple(size for size in sizes if size is not None), call.node)
+
+
+@tensor_op(functions=_torch("randn_like", "rand_like", "zeros_like", "ones_like", "empty_like"))
+def allocate_like(call: OpCall) -> Fact:
+    return new_tensor(call.receiver.shape, call.node)
+
+
+@function_op("torch.nn.Parameter")
+def parameter(call: OpCall) -> Fact:
+    data = call.tensor_arg(0, "data")
+    shape = data.shape if data is not None else None
+    return TensorFact(
+        shape=shape,
+        layout=Layout.contiguous(None if shape is None else len(shape)),
+        is_parameter=True,
+        origin=call.node,
+    )
+
+
+@function_op("torch.nn.Linear")
+def linear_constructor(call: OpCall) -> Fact:
+    argument = call.get(1, "out_features")
+    out = call.context.size(*argument) if argument is not None else None
+    return ModuleFact("torch.nn.Linear", out_features=out)
+
+
+@function_op("torch.nn.Softmax")
+def softmax_constructor(call: OpCall) -> Fact:
+    return ModuleFact("torch.nn.Softmax", dim=call.int_arg(0, "dim"))
+
+
+@function_op("torch.nn.Dropout", "torch.nn.Identity", "torch.nn.LayerNorm", "torch.nn.RMSNorm")
+def plain_module(call: OpCall) -> Fact:
+    return ModuleFact(call.name)
+
+
+# --- splitting ---------------------------------------------------------------------------
+
+
+def _pieces(call: OpCall, count: int | None, axis: int | None, piece_size: Dim | None) -> Fact:
+    receiver = call.receiver
+    if count is None:
+        return UNKNOWN
+    if receiver.shape is None or axis is None:
+        return TupleFact(
+            tuple(receiver.derive(shape=None, layout=None, origin=call.node) for _ in range(count))
+        )
+    position = receiver.normalise_axis(axis)
+    if position is None:
+        return UNKNOWN
+    size = piece_size or receiver.shape[position].floordiv(Dim.constant(count))
+    shape = (*receiver.shape[:position], size, *receiver.shape[position + 1 :])
+    # a piece keeps the memory order of its source (a gap never makes a view legal)
+    piece = receiver.derive(shape=shape, origin=call.node)
+    return TupleFact(tuple(piece for _ in range(count)))
+
+
+@tensor_op("chunk", functions=_torch("chunk"))
+def chunk(call: OpCall) -> Fact:
+    axis = call.int_arg(1, "dim")
+    if axis is None and call.get(1, "dim") is None:
+        axis = 0
+    return _pieces(call, call.int_arg(0, "chunks"), axis, None)
+
+
+@tensor_op("split", functions=_torch("split"))
+def split(call: OpCall) -> Fact:
+    axis = call.int_arg(1, "dim")
+    if axis is None and call.get(1, "dim") is None:
+        axis = 0
+    sizes = call.get(0, "split_size_or_sections") or call.get(0, "split_size")
+    if sizes is None:
+        return UNKNOWN
+    fact, _ = sizes
+    if isinstance(fact, TupleFact):
+        return _split_sections(call, fact, axis)
+    receiver = call.receiver
+    if isinstance(fact, IntFact) and receiver.shape is not None and axis is not None:
+        position = receiver.normalise_axis(axis)
+        if position is not None:
+            count = receiver.shape[position].floordiv(fact.dim).value
+            return _pieces(call, count, axis, fact.dim)
+    return UNKNOWN
+
+
+def _split_sections(call: OpCall, sections: TupleFact, axis: int | None) -> Fact:
+    pieces = []
+    for item in sections.items:
+        size = item.dim if isinstance(item, IntFact) else None
+        piece = _pieces(call, 1, axis, size)
+        if not isinstance(piece, TupleFact):
+            return UNKNOWN
+        pieces.append(piece.items[0])
+    return TupleFact(tuple(pieces))
+
+
+@tensor_op("unbind", functions=_torch("unbind"))
+def unbind(call: OpCall) -> Fact:
+    receiver = call.receiver
+    axis = call.int_arg(0, "dim")
+    if axis is None and call.get(0, "dim") is None:
+        axis = 0
+    if receiver.shape is None or axis is None:
+        return UNKNOWN
+    position = receiver.normalise_axis(axis)
+    if position is None:
+        return UNKNOWN
+    count = receiver.shape[position].value
+    if count is None:
+        return UNKNOWN
+    layout = receiver.layout.materialise(len(receiver.shape)) if receiver.layout else None
+    piece = receiver.derive(
+        shape=receiver.shape[:position] + receiver.shape[position + 1 :],
+        layout=layout.with_axis_removed(position) if layout else None,
+        origin=call.node,
+    )
+    return TupleFact(tuple(piece for _ in range(count)))
+
+
+@function_op(*_torch("cat", "concat", "concatenate", "stack"))
+def concatenate(call: OpCall) -> Fact:
+    """``cat`` keeps the rank of its inputs (all equal at run time); ``stack`` adds one."""
+    first = call.get(0, "tensors")
+    known = []
+    if first is not None and isinstance(first[0], TupleFact):
+        tensors = [as_tensor(item) for item in first[0].items]
+        known = [
+            tensor.shape for tensor in tensors if tensor is not None and tensor.shape is not None
+        ]
+    if not known:
+        return new_tensor(None, call.node)
+    shape = known[0]
+    axis = call.int_arg(1, "dim")
+    axis = 0 if axis is None and call.get(1, "dim") is None else axis
+    if call.name == "torch.stack":
+        if axis is None or not -len(shape) - 1 <= axis <= len(shape):
+            return new_tensor(fresh_shape(len(shape) + 1), call.node)
+        position = axis % (len(shape) + 1)
+        return new_tensor((*shape[:position], Dim.symbol("?"), *shape[position:]), call.node)
+    if axis is None or not -len(shape) <= axis < len(shape):
+        return new_tensor(fresh_shape(len(shape)), call.node)
+    position = axis % len(shape)
+    others = [dims for dims in known if len(dims) == len(shape)]
+    joined = tuple(
+        Dim.symbol("?") if index == position or any(d[index] != dim for d in others) else dim
+        for index, dim in enumerate(shape)
+    )
+    return new_tensor(joined, call.node)

@@ -1,0 +1,206 @@
+"""The command line: ``shapecheck [OPTIONS] [PATH]...``.
+
+Everything is a flag, never a subcommand, so a folder called ``explain`` is still a path.
+Heavy imports (libcst, the rules) happen only when there is linting to do, so ``--version``
+starts as fast as Python does.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Sequence
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from shapecheck import __version__
+from shapecheck.config import ConfigError, Settings, find_config, load_settings
+from shapecheck.diagnostics import INPUT_ERROR_CODE
+from shapecheck.discovery import discover, is_excluded
+from shapecheck.selection import SelectionError, enabled, matches, parse_codes, validate
+
+if TYPE_CHECKING:
+    from shapecheck.diagnostics import Diagnostic
+    from shapecheck.linter import FileResult
+    from shapecheck.rule import Rule
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("paths", nargs=-1, type=click.Path(path_type=str))
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="Output format.",
+)
+@click.option("--select", multiple=True, help="Codes or prefixes to enable (e.g. SC1,SC301).")
+@click.option("--ignore", multiple=True, help="Codes or prefixes to disable.")
+@click.option("--exclude", multiple=True, help="Glob patterns to skip, replacing the defaults.")
+@click.option(
+    "--extend-exclude", multiple=True, help="Glob patterns to skip, added to the defaults."
+)
+@click.option(
+    "--force-exclude",
+    is_flag=True,
+    help="Apply excludes to files named on the command line too (for pre-commit).",
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Read settings from this pyproject.toml instead of the nearest one.",
+)
+@click.option("--isolated", is_flag=True, help="Ignore configuration files.")
+@click.option(
+    "--stdin-filename", help="With PATH '-': the path to report for source read from stdin."
+)
+@click.option("--list-rules", is_flag=True, help="List every rule and exit.")
+@click.option("--explain", metavar="CODE", help="Print a rule's documentation and exit.")
+@click.version_option(__version__, "--version", prog_name="shapecheck")
+def main(
+    paths: tuple[str, ...],
+    output_format: str,
+    select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    exclude: tuple[str, ...],
+    extend_exclude: tuple[str, ...],
+    force_exclude: bool,
+    config_path: Path | None,
+    isolated: bool,
+    stdin_filename: str | None,
+    list_rules: bool,
+    explain: str | None,
+) -> None:
+    """Find tensor-shape and attention mistakes in PyTorch code before it runs.
+
+    PATHS are files or directories (default: the current directory); '-' reads stdin.
+    Exit status: 0 no findings, 1 findings, 2 usage error or unreadable input.
+    """
+    from shapecheck.rule import all_rules, rule_by_code
+
+    if explain is not None:
+        rule = rule_by_code(explain)
+        if rule is None:
+            raise click.UsageError(f"no rule {explain!r} (see --list-rules)")
+        click.echo(f"{rule.code} {rule.name} ({rule.severity})\n\n{rule.documentation()}")
+        return
+    if list_rules:
+        for rule_class in all_rules():
+            click.echo(
+                f"{rule_class.code}  {rule_class.name:<32} {rule_class.severity:<8} "
+                f"{rule_class.summary}"
+            )
+        return
+
+    settings = _settings(paths, config_path, isolated, stdin_filename)
+    if exclude:
+        settings.exclude = _split(exclude)
+    settings.extend_exclude += _split(extend_exclude)
+    codes = [rule_class.code for rule_class in all_rules()]
+    try:
+        cli_select, cli_ignore = parse_codes(select), parse_codes(ignore)
+        validate(cli_select, codes, "--select")
+        validate(cli_ignore, codes, "--ignore")
+        where = str(settings.config_path or "configuration")
+        validate(settings.select, codes, where)
+        validate(settings.ignore, codes, where)
+        for pattern, listed in settings.per_file_ignores.items():
+            validate(parse_codes(listed), codes, f"{where}: per-file-ignores {pattern!r}")
+    except SelectionError as error:
+        raise click.UsageError(str(error)) from error
+    selected = cli_select or parse_codes(settings.select)
+    ignored = [*parse_codes(settings.ignore), *cli_ignore]
+    rules = [rule() for rule in all_rules() if enabled(rule.code, selected, ignored)]
+
+    results = _run(paths or (".",), settings, rules, stdin_filename, force_exclude)
+    diagnostics = sorted(
+        diagnostic
+        for result in results
+        for diagnostic in result.diagnostics
+        if not _ignored_for_file(diagnostic, settings)
+    )
+    click.echo(_render(diagnostics, output_format, len(results)))
+    if any(result.unreadable for result in results):
+        sys.exit(EXIT_ERROR)
+    sys.exit(EXIT_FINDINGS if diagnostics else EXIT_CLEAN)
+
+
+def _settings(
+    paths: Sequence[str], config_path: Path | None, isolated: bool, stdin_filename: str | None
+) -> Settings:
+    if isolated:
+        return Settings()
+    if config_path is None:
+        anchors = [Path(stdin_filename if p == "-" and stdin_filename else p) for p in paths]
+        anchors = [p for p in anchors if str(p) != "-"] or [Path.cwd()]
+        start = Path(os.path.commonpath([str(p.absolute()) for p in anchors]))
+        config_path = find_config(start)
+    try:
+        return load_settings(config_path)
+    except ConfigError as error:
+        raise click.UsageError(str(error)) from error
+
+
+def _split(values: Sequence[str]) -> list[str]:
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+def _run(
+    paths: Sequence[str],
+    settings: Settings,
+    rules: list[Rule],
+    stdin_filename: str | None,
+    force_exclude: bool,
+) -> list[FileResult]:
+    from shapecheck.linter import lint_path, lint_source
+
+    results: list[FileResult] = []
+    if "-" in paths:
+        shown = stdin_filename or "-"
+        data = sys.stdin.buffer.read()
+        results.append(_guarded(shown, partial(lint_source, data, shown, rules)))
+    files = [Path(p) for p in paths if p != "-"]
+    for path in discover(files, settings.excludes, settings.root, force_exclude=force_exclude):
+        results.append(_guarded(str(path), partial(lint_path, str(path), rules)))
+    return results
+
+
+def _guarded(path: str, check: Callable[[], FileResult]) -> FileResult:
+    """Run one file's check; an internal error is reported for that file, not raised."""
+    from shapecheck.diagnostics import input_error
+    from shapecheck.linter import FileResult
+
+    try:
+        return check()
+    except RecursionError:
+        return FileResult(path, [input_error(path, "cannot analyse: input too deeply nested")])
+    except Exception as error:  # a bug in shapecheck must not stop the other files
+        message = (
+            f"internal error while checking this file ({type(error).__name__}: {error}); "
+            "please report it at the shapecheck issue tracker"
+        )
+        return FileResult(path, [input_error(path, message)])
+
+
+def _ignored_for_file(diagnostic: Diagnostic, settings: Settings) -> bool:
+    """per-file-ignores: a pattern matching the path silences its codes (never SC000)."""
+    if diagnostic.code == INPUT_ERROR_CODE:
+        return False
+    return any(
+        matches(diagnostic.code, parse_codes(codes))
+        and is_excluded(Path(diagnostic.path), [pattern], settings.root)
+        for pattern, codes in settings.per_file_ignores.items()
+    )
+
+
+def _render(diagnostics: list[Diagnostic], output_format: str, files_checked: int) -> str:
+    from shapecheck.report import render
+
+    return render(diagnostics, output_format, files_checked)

@@ -1,0 +1,95 @@
+"""Which files to check: directories recurse into ``*.py``; excluded names are skipped."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+
+def is_excluded(path: Path, patterns: Iterable[str], root: Path, below: Path | None = None) -> bool:
+    """Does a pattern match one of the path's components, or the path relative to ``root``?
+
+    With ``below`` (a directory named on the command line), only what lies below it counts:
+    naming an excluded directory explicitly checks it.
+    """
+    patterns = [pattern.rstrip("/") for pattern in patterns]
+    if not patterns:
+        return False
+    absolute = path.absolute()
+    relative = _relative(absolute, root)
+    start = below.absolute() if below is not None else None
+    if start is not None and _relative(absolute, start) is not None:
+        parts = Path(_relative(absolute, start) or "").parts
+        relative = None if is_excluded(start, patterns, root) else relative
+    else:
+        parts = Path(relative).parts if relative is not None else absolute.parts
+    for pattern in patterns:
+        if "/" in pattern:
+            if relative is not None and (
+                fnmatch.fnmatchcase(relative, pattern) or relative.startswith(pattern + "/")
+            ):
+                return True
+        elif any(fnmatch.fnmatchcase(part, pattern) for part in parts):
+            return True
+    return False
+
+
+def _relative(path: Path, base: Path) -> str | None:
+    try:
+        return path.relative_to(base.absolute()).as_posix()
+    except ValueError:
+        return None
+
+
+def discover(
+    paths: Iterable[Path], excludes: list[str], root: Path, *, force_exclude: bool = False
+) -> Iterator[Path]:
+    """Python files under ``paths``, each once, in a stable order.
+
+    A path named on the command line is always checked (excludes apply below it) unless
+    ``force_exclude`` (for pre-commit, which names every changed file); a path that does not
+    exist is yielded as is, so the caller reports it.
+    """
+    seen: set[Path] = set()
+    for path in paths:
+        if force_exclude and is_excluded(path, excludes, root):
+            continue
+        if path.is_dir():
+            for found in _walk(path, excludes, root):
+                key = found.resolve()
+                if key not in seen:
+                    seen.add(key)
+                    yield found
+        else:
+            key = path.resolve()
+            if key not in seen:
+                seen.add(key)
+                yield path
+
+
+def _walk(directory: Path, excludes: list[str], root: Path) -> Iterator[Path]:
+    visited: set[tuple[int, int]] = set()
+    for current, subdirectories, files in os.walk(directory, followlinks=True):
+        here = Path(current)
+        try:
+            status = here.stat()
+        except OSError:
+            subdirectories[:] = []
+            continue
+        identity = (status.st_dev, status.st_ino)
+        if identity in visited:  # a symlink loop
+            subdirectories[:] = []
+            continue
+        visited.add(identity)
+        subdirectories[:] = sorted(
+            name
+            for name in subdirectories
+            if not is_excluded(here / name, excludes, root, below=directory)
+        )
+        for name in sorted(files):
+            if name.endswith(".py") and not is_excluded(
+                here / name, excludes, root, below=directory
+            ):
+                yield here / name

@@ -1,0 +1,80 @@
+"""Rules: the base class every rule module in ``shapecheck.rules`` subclasses, and discovery.
+
+A rule is a class with ``code``, ``name``, ``severity`` and ``summary``, whose docstring is its
+documentation (sections *What it does*, *Why is this bad?*, *Example*, *Use instead*,
+*Runtime evidence*), and whose :meth:`Rule.check` asks the module's analysis questions and
+yields :class:`Violation` objects. The engine finds rules by scanning the package; adding a
+rule is adding a module.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+    from shapecheck.analysis import ModuleAnalysis
+    from shapecheck.diagnostics import Severity
+
+CODE_PATTERN = re.compile(r"SC[1-9][0-9]{2}")
+
+
+@dataclass(frozen=True)
+class Violation:
+    """What a rule found: the node to point at and the message."""
+
+    node: cst.CSTNode
+    message: str
+
+
+class Rule:
+    """Base class of all rules; see the module docstring."""
+
+    code: ClassVar[str]
+    name: ClassVar[str]
+    severity: ClassVar[Severity]
+    summary: ClassVar[str]
+
+    def check(self, analysis: ModuleAnalysis) -> Iterator[Violation]:
+        raise NotImplementedError
+
+    @classmethod
+    def documentation(cls) -> str:
+        return inspect.cleandoc(cls.__doc__ or "")
+
+
+@cache
+def all_rules() -> tuple[type[Rule], ...]:
+    """Every rule class in ``shapecheck.rules``, sorted by code."""
+    package = importlib.import_module("shapecheck.rules")
+    found: dict[str, type[Rule]] = {}
+    for info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        for value in vars(module).values():
+            if (
+                inspect.isclass(value)
+                and issubclass(value, Rule)
+                and value is not Rule
+                and value.__module__ == module.__name__
+            ):
+                if not CODE_PATTERN.fullmatch(value.code):
+                    raise RuntimeError(f"{module.__name__}: bad rule code {value.code!r}")
+                if value.code in found:
+                    raise RuntimeError(f"two rules claim {value.code}")
+                found[value.code] = value
+    return tuple(found[code] for code in sorted(found))
+
+
+def rule_by_code(code: str) -> type[Rule] | None:
+    for rule in all_rules():
+        if rule.code == code.upper():
+            return rule
+    return None
