@@ -14,7 +14,7 @@ from typing import TypeVar
 import libcst as cst
 
 from shapecheck.analysis.dims import Dim, Symbol, substitute
-from shapecheck.analysis.facts import Fact, IntFact, ModuleFact
+from shapecheck.analysis.facts import Fact, IntFact, ModuleFact, join
 from shapecheck.analysis.imports import collect_imports
 from shapecheck.analysis.interpreter import (
     ClassModel,
@@ -59,16 +59,66 @@ def analyse(module: cst.Module) -> ModuleAnalysis:
             context.functions.setdefault(definition.name.value, definition)
 
     top_level = Interpreter(context)
-    top_level.run_block(module.body)
-    functions = [top_level.result(module, "<module>")]
+    try:
+        top_level.run_block(module.body)
+        functions = [top_level.result(module, "<module>")]
+    except RecursionError:
+        functions = []
     globals_ = dict(top_level.env)
-    for definition in definitions:
-        name = definition.name.value
-        if isinstance(definition, cst.FunctionDef):
-            functions.extend(_analyse_function(context, definition, globals_, None, name))
-        else:
-            functions.extend(_analyse_class(context, definition, globals_, name))
+    jobs = list(_jobs(context, definitions, globals_, None, ""))
+    outputs = [_analyse_function(context, *job) for job in jobs]
+    # Second pass: a function called in this module learns its parameters from its callers
+    # (a helper handed an already scaled query must not be told it forgot the scale).
+    context.parameter_facts = _parameter_facts(context)
+    context.call_sites_frozen = True
+    for index, job in enumerate(jobs):
+        if any(output.node in context.parameter_facts for output in outputs[index]):
+            outputs[index] = _analyse_function(context, *job)
+    for output in outputs:
+        functions.extend(output)
     return ModuleAnalysis(module, functions)
+
+
+Job = tuple[cst.FunctionDef, dict[str, Fact], ClassModel | None, str]
+
+
+def _jobs(
+    context: ModuleContext,
+    definitions: Sequence[cst.FunctionDef | cst.ClassDef],
+    globals_: dict[str, Fact],
+    model: ClassModel | None,
+    prefix: str,
+) -> Iterator[Job]:
+    """Each function and method to interpret; class models are built on the way."""
+    for definition in definitions:
+        name = prefix + definition.name.value
+        if isinstance(definition, cst.FunctionDef):
+            yield definition, globals_, model, name
+            continue
+        class_model = _class_model(context, definition, globals_)
+        context.classes[class_model.name] = class_model
+        inner = list(_definitions(_statements(definition.body)))
+        yield from _jobs(context, inner, globals_, class_model, name + ".")
+
+
+def _parameter_facts(context: ModuleContext) -> dict[cst.FunctionDef, dict[str, Fact]]:
+    """For each function called in the module, what every call agrees its arguments are."""
+    facts: dict[cst.FunctionDef, dict[str, Fact]] = {}
+    for function, sites in context.call_sites.items():
+        if not sites or any(site is None for site in sites):
+            continue
+        names = set.intersection(*(set(site) for site in sites if site is not None))
+        joined: dict[str, Fact] = {}
+        for name in names:
+            merged: Fact | None = None
+            for site in sites:
+                assert site is not None
+                merged = site[name] if merged is None else join(merged, site[name])
+            if merged is not None:
+                joined[name] = merged
+        if joined:
+            facts[function] = joined
+    return facts
 
 
 def _definitions(
@@ -109,27 +159,15 @@ def _analyse_function(
 ) -> list[FunctionFacts]:
     interpreter = Interpreter(context, class_model=model)
     interpreter.env.update(closure)
-    interpreter.run_function(node)
+    try:
+        interpreter.run_function(node, context.parameter_facts.get(node))
+    except RecursionError:
+        return []  # expressions nested deeper than Python's stack: say nothing about them
     results = [interpreter.result(node, name)]
     for nested, nested_closure in interpreter.nested:
         results.extend(
             _analyse_function(context, nested, nested_closure, model, f"{name}.{nested.name.value}")
         )
-    return results
-
-
-def _analyse_class(
-    context: ModuleContext, node: cst.ClassDef, globals_: dict[str, Fact], name: str
-) -> list[FunctionFacts]:
-    model = _class_model(context, node, globals_)
-    context.classes[model.name] = model
-    results: list[FunctionFacts] = []
-    for definition in _definitions(_statements(node.body)):
-        qualified = f"{name}.{definition.name.value}"
-        if isinstance(definition, cst.FunctionDef):
-            results.extend(_analyse_function(context, definition, globals_, model, qualified))
-        else:
-            results.extend(_analyse_class(context, definition, globals_, qualified))
     return results
 
 
@@ -155,7 +193,10 @@ def _class_model(
         return model
     interpreter = Interpreter(context, class_model=model, record=False)
     interpreter.env.update(globals_)
-    interpreter.run_function(init)
+    try:
+        interpreter.run_function(init)
+    except RecursionError:
+        return model
     stored = {
         key.removeprefix("self."): fact
         for key, fact in interpreter.env.items()

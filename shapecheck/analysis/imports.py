@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import libcst as cst
 
 # Spellings that reach the same function; the analysis knows each op by its canonical name.
@@ -35,41 +37,59 @@ def collect_imports(module: cst.Module) -> dict[str, str]:
     ``import torch as th`` binds ``th -> torch``; ``import torch.nn.functional as F`` binds
     ``F -> torch.nn.functional``; ``import torch.nn`` binds ``torch -> torch``;
     ``from torch import nn, matmul`` binds ``nn -> torch.nn`` and ``matmul -> torch.matmul``.
-    Relative and star imports bind nothing.
+    Relative and star imports bind nothing. Only statements are walked, never expressions.
     """
-    collector = _ImportCollector()
-    module.visit(collector)
-    return collector.aliases
+    aliases: dict[str, str] = {}
+    for statement in _small_statements(module):
+        if isinstance(statement, cst.Import):
+            _bind_import(statement, aliases)
+        elif isinstance(statement, cst.ImportFrom):
+            _bind_import_from(statement, aliases)
+    return aliases
 
 
-class _ImportCollector(cst.CSTVisitor):
-    def __init__(self) -> None:
-        self.aliases: dict[str, str] = {}
+_BLOCKS = (
+    cst.BaseCompoundStatement,
+    cst.BaseSuite,
+    cst.Else,
+    cst.ExceptHandler,
+    cst.ExceptStarHandler,
+    cst.Finally,
+    cst.MatchCase,
+)
 
-    def visit_Import(self, node: cst.Import) -> bool:
-        for alias in node.names:
-            target = dotted_name(alias.name)
-            if target is None:
-                continue
-            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                self.aliases[alias.asname.name.value] = target
-            else:
-                top = target.split(".")[0]
-                self.aliases[top] = top
-        return False
 
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
-        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
-            return False
-        base = dotted_name(node.module)
-        if base is None:
-            return False
-        for alias in node.names:
-            name = dotted_name(alias.name)
-            if name is None:
-                continue
-            local = name
-            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                local = alias.asname.name.value
-            self.aliases[local] = f"{base}.{name}"
-        return False
+def _small_statements(node: cst.CSTNode) -> Iterator[cst.BaseSmallStatement]:
+    for child in node.children:
+        if isinstance(child, cst.SimpleStatementLine | cst.SimpleStatementSuite):
+            yield from child.body
+        elif isinstance(child, _BLOCKS):
+            yield from _small_statements(child)
+
+
+def _bind_import(node: cst.Import, aliases: dict[str, str]) -> None:
+    for alias in node.names:
+        target = dotted_name(alias.name)
+        if target is None:
+            continue
+        if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+            aliases[alias.asname.name.value] = target
+        else:
+            top = target.split(".")[0]
+            aliases[top] = top
+
+
+def _bind_import_from(node: cst.ImportFrom, aliases: dict[str, str]) -> None:
+    if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+        return
+    base = dotted_name(node.module)
+    if base is None:
+        return
+    for alias in node.names:
+        name = dotted_name(alias.name)
+        if name is None:
+            continue
+        local = name
+        if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+            local = alias.asname.name.value
+        aliases[local] = f"{base}.{name}"

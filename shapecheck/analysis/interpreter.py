@@ -77,6 +77,11 @@ class ModuleContext:
     imports: dict[str, str]
     functions: dict[str, cst.FunctionDef] = field(default_factory=dict)
     classes: dict[str, ClassModel] = field(default_factory=dict)
+    call_sites: dict[cst.FunctionDef, list[dict[str, Fact] | None]] = field(default_factory=dict)
+    """Arguments at each call of a module function (``None``: not mappable, e.g. ``*args``)."""
+    call_sites_frozen: bool = False
+    parameter_facts: dict[cst.FunctionDef, dict[str, Fact]] = field(default_factory=dict)
+    """What the callers in this module agree each parameter is."""
 
 
 @dataclass
@@ -693,18 +698,11 @@ class Interpreter:
         kwargs: dict[str, tuple[Fact, cst.BaseExpression]],
     ) -> Fact:
         """Follow a call into a function of this module, without recording anything there."""
-        if self.depth >= INLINE_DEPTH:
+        arguments = _bind_arguments(function, args, kwargs)
+        if self.record and not self.context.call_sites_frozen:
+            self.context.call_sites.setdefault(function.node, []).append(arguments)
+        if self.depth >= INLINE_DEPTH or arguments is None:
             return UNKNOWN
-        params = [param for param in _parameters(function.node.params)]
-        if function.class_name is not None and params and params[0].name.value == "self":
-            params = params[1:]
-        if any(param.star in ("*", "**") for param in params):
-            return UNKNOWN
-        arguments: dict[str, Fact] = {}
-        for param, (fact, _) in zip(params, args, strict=False):
-            arguments[param.name.value] = fact
-        for keyword, (fact, _) in kwargs.items():
-            arguments[keyword] = fact
         model = self.context.classes.get(function.class_name) if function.class_name else None
         callee = Interpreter(
             self.context, class_model=model or self.class_model, record=False, depth=self.depth + 1
@@ -714,6 +712,25 @@ class Interpreter:
 
 
 # --- helpers --------------------------------------------------------------------------------
+
+
+def _bind_arguments(
+    function: FunctionRef,
+    args: list[tuple[Fact, cst.BaseExpression]],
+    kwargs: dict[str, tuple[Fact, cst.BaseExpression]],
+) -> dict[str, Fact] | None:
+    """Parameter name -> argument fact at one call; ``None`` when the call cannot be mapped."""
+    params = _parameters(function.node.params)
+    if function.class_name is not None and params and params[0].name.value in ("self", "cls"):
+        params = params[1:]
+    if any(param.star in ("*", "**") for param in params) or len(args) > len(params):
+        return None
+    if any(isinstance(node, cst.StarredElement) for _, node in args):
+        return None
+    arguments = {param.name.value: fact for param, (fact, _) in zip(params, args, strict=False)}
+    for keyword, (fact, _) in kwargs.items():
+        arguments[keyword] = fact
+    return arguments
 
 
 def _body(body: cst.BaseSuite) -> Sequence[cst.BaseStatement | cst.BaseSmallStatement]:

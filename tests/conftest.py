@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from shapecheck.cli import main
+
+BAD_VIEW = textwrap.dedent(
+    """\
+    import torch
+
+
+    def merge_heads(attn_out: torch.Tensor) -> torch.Tensor:
+        batch, heads, seq, head_dim = attn_out.shape
+        return attn_out.transpose(1, 2).view(batch, seq, heads * head_dim)
+    """
+)
+"""One SC101 finding, at line 6 column 37 (the `view`)."""
+
+CLEAN = textwrap.dedent(
+    """\
+    import torch
+
+
+    def merge_heads(attn_out: torch.Tensor) -> torch.Tensor:
+        batch, heads, seq, head_dim = attn_out.shape
+        return attn_out.transpose(1, 2).reshape(batch, seq, heads * head_dim)
+    """
+)
+
+UNSCALED = textwrap.dedent(
+    """\
+    import torch
+
+
+    def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        scores = q @ k.transpose(-2, -1)
+        return scores.softmax(dim=-1) @ v
+    """
+)
+"""One SC301 finding, at line 5 column 14."""
+
+
+@pytest.fixture
+def write(tmp_path: Path) -> Callable[[str, str | bytes], Path]:
+    def write_file(name: str, content: str | bytes) -> Path:
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+        return path
+
+    return write_file
+
+
+@pytest.fixture
+def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Result]:
+    """Run the command line in ``tmp_path``, the way a user would, without a subprocess."""
+    monkeypatch.chdir(tmp_path)
+
+    def invoke(*args: str, stdin: bytes | None = None) -> Result:
+        return CliRunner().invoke(main, list(args), input=stdin, catch_exceptions=False)
+
+    return invoke
