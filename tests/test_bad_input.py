@@ -43,7 +43,12 @@ def test_unreadable_source_is_one_sc000_finding(
     result = cli("--format", "json", "bad.py", "model.py")
     assert result.exit_code == 2
     bad, other = _findings(result)
-    assert (bad["path"], bad["code"], bad["line"], bad["column"]) == ("bad.py", "SC000", line, column)
+    assert (bad["path"], bad["code"], bad["line"], bad["column"]) == (
+        "bad.py",
+        "SC000",
+        line,
+        column,
+    )
     assert message in str(bad["message"])
     assert (other["path"], other["code"]) == ("model.py", "SC101")  # the run went on
 

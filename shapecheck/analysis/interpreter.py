@@ -519,9 +519,9 @@ class Interpreter:
             cst.Subtract: "-",
             cst.FloorDivide: "//",
         }.get(type(operator))
-        if symbol == "+" and isinstance(left, SizeFact | TupleFact):
-            if isinstance(right, SizeFact | TupleFact):
-                return TupleFact(_as_items(left) + _as_items(right))
+        sequences = (SizeFact, TupleFact)
+        if symbol == "+" and isinstance(left, sequences) and isinstance(right, sequences):
+            return TupleFact(_as_items(left) + _as_items(right))
         if symbol is not None:
             return arithmetic(node, symbol, left, right)
         if isinstance(operator, cst.Power):

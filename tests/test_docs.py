@@ -1,0 +1,42 @@
+"""Each rule documents itself, and the README's table is generated from the rules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from shapecheck.docs import rule_table, with_rule_table
+from shapecheck.rule import Rule, all_rules
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+SECTIONS = (
+    "## What it does",
+    "## Why is this bad?",
+    "## Example",
+    "## Use instead",
+    "## Runtime evidence",
+)
+
+
+def test_readme_rule_table_is_generated_from_the_rules() -> None:
+    readme = README.read_text(encoding="utf-8")
+    assert rule_table() in readme
+    assert with_rule_table(readme) == readme, "run `python -m shapecheck.docs`"
+
+
+@pytest.mark.parametrize("rule", all_rules(), ids=lambda rule: rule.code)
+def test_rule_documentation_has_every_section(rule: type[Rule]) -> None:
+    documentation = rule.documentation()
+    positions = [documentation.find(section) for section in SECTIONS]
+    assert all(position >= 0 for position in positions), documentation
+    assert positions == sorted(positions)
+    assert rule.name.replace("-", "").isalpha() and rule.name == rule.name.lower()
+    assert rule.severity in ("error", "warning")
+    assert rule.summary and "\n" not in rule.summary
+
+
+@pytest.mark.parametrize("rule", all_rules(), ids=lambda rule: rule.code)
+def test_rule_module_is_named_after_its_code(rule: type[Rule]) -> None:
+    module = rule.__module__.rsplit(".", 1)[-1]
+    assert module == f"{rule.code.lower()}_{rule.name.replace('-', '_')}"

@@ -1,0 +1,93 @@
+"""The project keeps its own promises: light start-up, clean self-check, lint, types, packaging."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+HEAVY = ("torch", "jaxtyping", "beartype")
+
+
+def _run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, check=False)
+
+
+def test_version_imports_no_torch_jaxtyping_or_beartype() -> None:
+    process = _run(sys.executable, "-X", "importtime", "-m", "shapecheck", "--version")
+    assert process.returncode == 0, process.stderr
+    imported = {line.split("|")[-1].strip().split(".")[0] for line in process.stderr.splitlines()}
+    assert "shapecheck" in imported
+    assert not imported & set(HEAVY)
+    assert "libcst" not in imported  # --version needs no parser
+
+
+def test_linting_imports_nothing_heavy_and_never_runs_the_code(tmp_path: Path) -> None:
+    marker = tmp_path / "executed"
+    checked = tmp_path / "model.py"
+    checked.write_text(
+        f"import torch\nopen({str(marker)!r}, 'w').close()\n"
+        "def f(x):\n    return x.transpose(1, 2).view(x.size(0), -1)\n",
+        encoding="utf-8",
+    )
+    probe = (
+        "import sys\n"
+        "from shapecheck.cli import main\n"
+        f"try:\n    main([{str(checked)!r}])\n"
+        "except SystemExit:\n    pass\n"
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))\n"
+    )
+    process = _run(sys.executable, "-c", probe)
+    assert process.returncode == 0, process.stderr
+    assert process.stdout.strip().splitlines()[-1] == "[]"
+    assert not marker.exists()
+
+
+def test_shapecheck_finds_nothing_in_its_own_source() -> None:
+    process = _run(sys.executable, "-m", "shapecheck", "shapecheck", "rules", "tests", "benchmarks")
+    assert process.returncode == 0, process.stdout + process.stderr
+
+
+@pytest.mark.skipif(
+    shutil.which("ruff") is None and importlib.util.find_spec("ruff") is None,
+    reason="ruff not installed",
+)
+def test_ruff_format_and_check() -> None:
+    for command in (["format", "--check"], ["check"]):
+        process = _run(
+            sys.executable, "-m", "ruff", *command, "shapecheck", "rules", "tests", "benchmarks"
+        )
+        assert process.returncode == 0, process.stdout + process.stderr
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mypy") is None, reason="mypy not installed")
+def test_mypy_strict() -> None:
+    process = _run(sys.executable, "-m", "mypy")
+    assert process.returncode == 0, process.stdout + process.stderr
+
+
+def test_wheel_ships_rules_inside_the_package_only(tmp_path: Path) -> None:
+    pytest.importorskip("build", reason="the wheel test needs `build` (dev extra)")
+    process = _run(sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp_path), str(ROOT))
+    assert process.returncode == 0, process.stdout + process.stderr
+    [wheel] = tmp_path.glob("shapecheck-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
+    assert tops == {"shapecheck"}
+    assert "shapecheck/rules/sc101_view_without_contiguous.py" in names
+
+
+def test_installed_package_finds_its_rules() -> None:
+    # the test environment is an editable install: the rules must be discovered through it
+    from shapecheck.rule import all_rules
+
+    spec = importlib.util.find_spec("shapecheck.rules")
+    assert spec is not None and spec.submodule_search_locations is not None
+    assert [Path(p).resolve() for p in spec.submodule_search_locations] == [ROOT / "rules"]
+    assert [rule.code for rule in all_rules()] == ["SC101", "SC201", "SC301"]
