@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import libcst as cst
 
@@ -27,11 +27,12 @@ class Layout:
     """Memory position of each axis (``order``) and the op that reordered them.
 
     ``order`` is ``None`` when the rank is unknown (only possible for a contiguous tensor).
-    ``reordered_by`` is ``None`` exactly when the tensor is contiguous.
+    ``reordered_by`` is ``None`` exactly when the tensor is contiguous; it is provenance for
+    messages and takes no part in equality (branches that reorder alike agree).
     """
 
     order: tuple[int, ...] | None
-    reordered_by: cst.CSTNode | None = None
+    reordered_by: cst.CSTNode | None = field(default=None, compare=False)
 
     @staticmethod
     def contiguous(rank: int | None) -> Layout:
@@ -39,7 +40,10 @@ class Layout:
 
     @property
     def is_contiguous(self) -> bool:
-        return self.reordered_by is None
+        if self.order is None:
+            return True
+        in_order = [position for position in self.order if position != FREE]
+        return in_order == list(range(len(in_order)))
 
     def materialise(self, rank: int) -> Layout | None:
         """This layout for a tensor now known to have ``rank`` axes."""
@@ -239,7 +243,9 @@ def _group_middle(
         i, j = a, b
         start_i, start_j = i, j
     if start_i < end_old or start_j < end_new:
-        groups.append(_Group(range(start_i, end_old), range(start_j, end_new), False))
+        # one old axis can only be split (or kept): that grouping is certain
+        certain = end_old - start_i == 1
+        groups.append(_Group(range(start_i, end_old), range(start_j, end_new), certain))
     return groups
 
 

@@ -1,0 +1,80 @@
+"""Linter throughput on a source tree, side by side with parse-only baselines.
+
+    python benchmarks/throughput.py PATH [--repeat 3]
+
+Times, in one run and in the same process, what each stage costs over every ``*.py`` file
+under PATH: ``ast.parse`` alone, ``libcst.parse_module`` alone, and the whole shapecheck
+check (parse + analysis + rules). Prints medians, lines per second, and ratios to the libcst
+parse (the floor every libcst-based linter stands on). Ratios are what to compare across
+machines; absolute times are noisy here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import statistics
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import libcst as cst
+
+from shapecheck.linter import lint_source
+from shapecheck.rule import all_rules
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("path", type=Path)
+    parser.add_argument("--repeat", type=int, default=3)
+    options = parser.parse_args()
+
+    sources = [path.read_bytes() for path in sorted(options.path.rglob("*.py"))]
+    lines = sum(source.count(b"\n") for source in sources)
+    rules = [rule() for rule in all_rules()]
+
+    def parse_ast() -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for source in sources:
+                with contextlib.suppress(SyntaxError):
+                    ast.parse(source)
+
+    def parse_libcst() -> None:
+        for source in sources:
+            with contextlib.suppress(cst.ParserSyntaxError):
+                cst.parse_module(source)
+
+    def check() -> None:
+        for source in sources:
+            lint_source(source, "benchmark.py", rules)
+
+    stages: list[tuple[str, Callable[[], None]]] = [
+        ("ast.parse", parse_ast),
+        ("libcst.parse_module", parse_libcst),
+        ("shapecheck", check),
+    ]
+    medians = {name: _median(stage, options.repeat) for name, stage in stages}
+    baseline = medians["libcst.parse_module"]
+    print(f"{len(sources)} files, {lines} lines, median of {options.repeat} runs")
+    for name, seconds in medians.items():
+        print(
+            f"{name:22s} {seconds:8.2f} s {lines / seconds:10.0f} lines/s "
+            f"{seconds / baseline:6.2f}x libcst parse"
+        )
+
+
+def _median(stage: Callable[[], None], repeat: int) -> float:
+    timings = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        stage()
+        timings.append(time.perf_counter() - start)
+    return statistics.median(timings)
+
+
+if __name__ == "__main__":
+    main()

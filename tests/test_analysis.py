@@ -1,0 +1,255 @@
+"""The analysis engine: symbolic sizes, PyTorch's view rule, and facts through real code."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+import pytest
+
+from shapecheck.analysis import analyse
+from shapecheck.analysis.dims import Dim
+from shapecheck.analysis.facts import TensorFact
+from shapecheck.analysis.layout import Layout, plan_view
+from shapecheck.linter import lint_source
+from shapecheck.rule import all_rules
+
+B, L, H, D = (Dim.symbol(name) for name in "BLHD")
+
+
+def findings(source: str) -> list[tuple[int, str]]:
+    rules = [rule() for rule in all_rules()]
+    result = lint_source(textwrap.dedent(source).encode(), "snippet.py", rules)
+    return [(d.line, d.code) for d in result.diagnostics]
+
+
+# --- sizes ------------------------------------------------------------------------------
+
+
+def test_products_are_normalised_and_divide_back() -> None:
+    assert H * D == D * H
+    assert (H * D).floordiv(H) == D
+    assert (Dim.constant(6) * H).floordiv(Dim.constant(3)) == Dim.constant(2) * H
+    assert D.floordiv(H) != D and str(D.floordiv(H)) == "D//H"
+    assert Dim.symbol("B") != B  # same name, another size
+
+
+# --- PyTorch's view rule ----------------------------------------------------------------
+
+
+def transposed() -> Layout:
+    permuted = Layout.contiguous(4).permuted([0, 2, 1, 3], cst.Name("x"))
+    assert permuted is not None
+    return permuted
+
+
+def test_merging_transposed_axes_is_refused() -> None:
+    plan = plan_view((B, L, H, D), transposed(), (B, L, H * D))
+    assert plan.merged == (2, 3)
+
+
+def test_splitting_an_untouched_last_axis_is_allowed() -> None:
+    half = D.floordiv(Dim.constant(2))
+    plan = plan_view((B, L, H, D), transposed(), (B, L, H, half, Dim.constant(2)))
+    assert plan.merged == ()
+    assert plan.layout is not None and not plan.layout.is_contiguous
+
+
+def test_merging_axes_still_adjacent_in_memory_is_allowed() -> None:
+    layout = Layout.contiguous(4).permuted([2, 0, 1, 3], cst.Name("x"))
+    assert layout is not None
+    plan = plan_view((H, B, L, D), layout, (H, B * L, D))
+    assert plan.merged == ()
+
+
+def test_transposing_back_restores_contiguity() -> None:
+    back = transposed().permuted([0, 2, 1, 3], cst.Name("y"))
+    assert back is not None and back.is_contiguous
+
+
+def test_expanded_axes_cannot_be_merged() -> None:
+    layout = Layout.contiguous(3).expanded([1], 0, cst.Name("x"))
+    assert plan_view((B, H, L), layout, (B * H, L)).merged == (0, 1)
+
+
+def test_unknown_grouping_refuses_only_when_every_merge_is_broken() -> None:
+    unknown = Dim.symbol("?")
+    assert plan_view((B, L, H, D), transposed(), (B, unknown, unknown)).merged == (1, 2, 3)
+    permuted = Layout.contiguous(4).permuted([2, 0, 1, 3], cst.Name("x"))
+    assert permuted is not None
+    assert plan_view((H, B, L, D), permuted, (unknown, unknown, D)).merged == ()
+
+
+# --- facts through code -------------------------------------------------------------------
+
+
+def test_layout_is_followed_across_statements_and_unpacking() -> None:
+    assert findings(
+        """\
+        import torch
+
+        def merge(x, scale):
+            b, h, l, d = x.shape
+            y, other = x.transpose(1, 2), scale
+            y = y * 2.0
+            z = y.float()
+            return z.view(b, l, h * d)
+        """
+    ) == [(8, "SC101")]
+
+
+@pytest.mark.parametrize(
+    "fix",
+    [
+        "z.contiguous().view(b, l, h * d)",
+        "z.reshape(b, l, h * d)",
+        "z.transpose(1, 2).view(b, h, l * d)",
+    ],
+)
+def test_what_makes_a_view_legal_again(fix: str) -> None:
+    assert not findings(
+        f"""\
+        import torch
+
+        def merge(x):
+            b, h, l, d = x.shape
+            z = x.transpose(1, 2)
+            return {fix}
+        """
+    )
+
+
+def test_branches_that_disagree_make_the_layout_unknown() -> None:
+    assert not findings(
+        """\
+        import torch
+
+        def merge(x, flag):
+            b, h, l, d = x.shape
+            if flag:
+                x = x.transpose(1, 2)
+            return x.view(b, -1, h * d)
+        """
+    )
+    assert findings(
+        """\
+        import torch
+
+        def merge(x, flag):
+            b, h, l, d = x.shape
+            if flag:
+                x = x.transpose(1, 2)
+            else:
+                x = x.permute(0, 2, 1, 3)
+            return x.view(b, -1, h * d)
+        """
+    ) == [(9, "SC101")]
+
+
+def test_an_early_return_keeps_the_other_branch() -> None:
+    assert findings(
+        """\
+        import torch
+
+        def merge(x, flag):
+            b, h, l, d = x.shape
+            if flag:
+                return x
+            x = x.transpose(1, 2)
+            return x.view(b, l, h * d)
+        """
+    ) == [(8, "SC101")]
+
+
+@pytest.mark.parametrize(
+    ("imports", "call"),
+    [
+        ("import torch as th", "th.matmul(q, k.transpose(1, 2))"),
+        ("from torch import matmul", "matmul(q, k.transpose(1, 2))"),
+        ("import torch", "torch.bmm(q, k.transpose(1, 2))"),
+        ("import torch", "q @ k.transpose(1, 2)"),
+    ],
+)
+@pytest.mark.parametrize(
+    "softmax",
+    [
+        ("import torch.nn.functional as F", "F.softmax(scores, dim=-1)"),
+        ("from torch.nn import functional", "functional.softmax(scores, dim=-1)"),
+        ("import torch", "torch.softmax(scores, -1)"),
+        ("import torch", "scores.softmax(-1)"),
+    ],
+)
+def test_import_aliases_reach_the_same_ops(
+    imports: tuple[str, str], call: str, softmax: tuple[str, str]
+) -> None:
+    source = f"""\
+{imports}
+{softmax[0]}
+import torch
+
+
+def attend(q, k):
+    b, h, l, d = q.shape
+    b, h, l, d = k.shape
+    scores = {call} * d ** -0.5
+    return {softmax[1]}
+"""
+    assert findings(source) == [(9, "SC201")]
+
+
+def test_key_transpose_depends_on_rank() -> None:
+    source = """\
+    import torch
+
+    def attend(q, k):
+        n, l, d = k.shape
+        return torch.softmax(torch.bmm(q, k.transpose(1, 2)) / d ** 0.5, -1)
+    """
+    assert not findings(source)
+    assert findings(source.replace("n, l, d = k.shape", "b, h, l, d = k.shape")) == [(5, "SC201")]
+
+
+def test_callers_tell_a_helper_that_its_query_is_scaled() -> None:
+    source = """\
+    import torch
+
+    class Attention(torch.nn.Module):
+        def __init__(self, width):
+            super().__init__()
+            self.q = torch.nn.Linear(width, width)
+            self.k = torch.nn.Linear(width, width)
+            self.scaling = width ** -0.5
+
+        def forward(self, x):
+            q = self.q(x) * self.scaling
+            return self.attend(q, self.k(x))
+
+        def attend(self, q, k):
+            return (q @ k.transpose(-2, -1)).softmax(-1)
+    """
+    assert not findings(source)
+    assert findings(source.replace(" * self.scaling", "")) == [(15, "SC301")]
+
+
+def test_files_without_torch_are_not_analysed() -> None:
+    module = cst.parse_module("def f(x):\n    return x.transpose(1, 2).view(-1)\n")
+    assert analyse(module).functions == []
+
+
+def test_shapes_come_from_views_and_unpacking() -> None:
+    module = cst.parse_module(
+        textwrap.dedent(
+            """\
+            import torch
+
+            def split(x, heads: int):
+                batch, seq, width = x.shape
+                return x.view(batch, seq, heads, width // heads).transpose(1, 2)
+            """
+        )
+    )
+    [_, function] = analyse(module).functions
+    returned = [fact for node, fact in function.facts.items() if isinstance(node, cst.Call)]
+    last = returned[-1]
+    assert isinstance(last, TensorFact) and last.shape is not None
+    assert [str(dim) for dim in last.shape] == ["batch", "heads", "seq", "width//heads"]
