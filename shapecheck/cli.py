@@ -126,7 +126,8 @@ def main(
         for diagnostic in result.diagnostics
         if not _ignored_for_file(diagnostic, settings)
     )
-    click.echo(_render(diagnostics, output_format, len(results)))
+    # colour only on a terminal (click strips it elsewhere), and never under NO_COLOR
+    click.echo(_render(diagnostics, output_format, len(results)), color=_colour())
     if any(result.unreadable for result in results):
         sys.exit(EXIT_ERROR)
     sys.exit(EXIT_FINDINGS if diagnostics else EXIT_CLEAN)
@@ -198,6 +199,10 @@ def _ignored_for_file(diagnostic: Diagnostic, settings: Settings) -> bool:
         and is_excluded(Path(diagnostic.path), [pattern], settings.root)
         for pattern, codes in settings.per_file_ignores.items()
     )
+
+
+def _colour() -> bool | None:
+    return False if os.environ.get("NO_COLOR") else None
 
 
 def _render(diagnostics: list[Diagnostic], output_format: str, files_checked: int) -> str:

@@ -7,8 +7,10 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from click.testing import Result
+import pytest
+from click.testing import CliRunner, Result
 
+from shapecheck.cli import main
 from tests.conftest import BAD_VIEW, CLEAN, UNSCALED
 
 Cli = Callable[..., Result]
@@ -25,6 +27,16 @@ def test_text_output_names_path_line_column_code_and_counts(cli: Cli, write: Wri
     assert lines[1].startswith("other.py:5:14: SC301 ")
     assert lines[-1] == "2 findings in 2 files"
     assert "\x1b[" not in result.output  # colour only on a terminal
+
+
+def test_colour_on_a_terminal_unless_no_color(
+    cli: Cli, write: Write, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write("model.py", BAD_VIEW)
+    terminal = CliRunner()  # color=True: output as a terminal would receive it
+    assert "\x1b[" in terminal.invoke(main, ["model.py"], color=True).output
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert "\x1b[" not in terminal.invoke(main, ["model.py"], color=True).output
 
 
 def test_clean_code_exits_zero(cli: Cli, write: Write) -> None:

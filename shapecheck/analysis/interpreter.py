@@ -680,12 +680,6 @@ class Interpreter:
                 return UNKNOWN
             op = OpCall(name, node, node.func, tensor, first[1], self, rest, kwargs)
             return TENSOR_FUNCTIONS[name](op)
-        if name == "torch.tensor":
-            data = args[0][0] if args else UNKNOWN
-            shape = () if isinstance(data, IntFact | ScalarFact) else None
-            return TensorFact(
-                shape=shape, layout=Layout.contiguous(0 if shape == () else None), origin=node
-            )
         if name.startswith(_SCALAR_FUNCTIONS) or name == "builtins.float":
             return ScalarFact()
         return UNKNOWN

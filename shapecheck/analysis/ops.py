@@ -87,12 +87,12 @@ class OpCall:
             return None
         return [value for value in ints if value is not None]
 
-    def sizes(self, start: int) -> list[Dim | None] | None:
-        """Sizes given as varargs from ``start`` or as one tuple/list/``x.shape`` there.
+    def sizes(self, start: int, stop: int | None = None) -> list[Dim | None] | None:
+        """Sizes given as varargs in ``args[start:stop]`` or as one tuple/list/``x.shape``.
 
         A ``-1`` (or a size the analysis cannot name) is ``None``.
         """
-        arguments = self.args[start:]
+        arguments = self.args[start:stop]
         if not arguments or any(_is_starred(node) for _, node in arguments):
             return None
         first_fact, first_node = arguments[0]
@@ -810,13 +810,17 @@ def _softmax(call: OpCall, scores: TensorFact) -> Fact:
 
 @function_op(*_torch("randn", "rand", "zeros", "ones", "empty", "full"))
 def allocate(call: OpCall) -> Fact:
-    end = len(call.args) - 1 if call.name == "torch.full" else len(call.args)
-    sizes = OpCall(
-        call.name, call.node, call.anchor, call.receiver, None, call.context, call.args[:end]
-    ).sizes(0)
+    sizes = call.sizes(0, -1 if call.name == "torch.full" else None)
     if sizes is None or any(size is None for size in sizes):
         return new_tensor(None, call.node)
     return new_tensor(tuple(size for size in sizes if size is not None), call.node)
+
+
+@function_op("torch.tensor")
+def tensor_constant(call: OpCall) -> Fact:
+    data = call.get(0, "data")
+    scalar = data is not None and isinstance(data[0], IntFact | ScalarFact)
+    return new_tensor(() if scalar else None, call.node)
 
 
 @tensor_op(functions=_torch("randn_like", "rand_like", "zeros_like", "ones_like", "empty_like"))
