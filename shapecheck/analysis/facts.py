@@ -69,6 +69,15 @@ class ModuleFact(Fact):
 
 
 @dataclass(frozen=True)
+class FunctionRef(Fact):
+    """A function defined in the analysed module, with the names it closes over."""
+
+    node: cst.FunctionDef
+    closure: tuple[tuple[str, Fact], ...] = ()
+    class_name: str | None = None
+
+
+@dataclass(frozen=True)
 class AxisOp:
     """The axis-reordering operation that directly produced a tensor."""
 

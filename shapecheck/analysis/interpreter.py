@@ -16,6 +16,7 @@ from shapecheck.analysis.dims import Dim
 from shapecheck.analysis.facts import (
     UNKNOWN,
     Fact,
+    FunctionRef,
     IntFact,
     ModuleFact,
     QualifiedName,
@@ -48,17 +49,8 @@ that the function can see, so they count as unscaled."""
 INLINE_DEPTH = 2
 """How deep calls to functions of the same module are followed."""
 
-_NUMBER_ANNOTATIONS = {"int": "int", "float": "float", "bool": "bool", "str": "str"}
+_NUMBER_ANNOTATIONS = {"int", "float", "bool", "str"}
 _SCALAR_FUNCTIONS = ("math.", "numpy.sqrt", "numpy.power", "numpy.log")
-
-
-@dataclass(frozen=True)
-class FunctionRef(Fact):
-    """A function defined in the analysed module, with the names it closes over."""
-
-    node: cst.FunctionDef
-    closure: tuple[tuple[str, Fact], ...] = ()
-    class_name: str | None = None
 
 
 @dataclass
@@ -369,15 +361,9 @@ class Interpreter:
         return Dim.symbol(name)
 
     def _parameter_fact(self, param: cst.Param) -> Fact:
-        annotation = param.annotation.annotation if param.annotation else None
-        kind = _NUMBER_ANNOTATIONS.get(dotted_name(annotation) or "") if annotation else None
-        default = param.default
-        if kind is None and isinstance(default, cst.Integer):
-            kind = "int"
-        elif kind is None and isinstance(default, cst.Float | cst.SimpleString):
-            kind = "float"
-        elif kind is None and isinstance(default, cst.Name) and default.value in ("True", "False"):
-            kind = "bool"
+        """A parameter: a number when annotated or defaulted as one, otherwise a tensor."""
+        annotation = dotted_name(param.annotation.annotation) if param.annotation else None
+        kind = annotation if annotation in _NUMBER_ANNOTATIONS else _literal_kind(param.default)
         if kind == "int":
             return IntFact(self.symbol(param.name.value))
         if kind == "float":
@@ -725,6 +711,18 @@ def _bind_arguments(
     for keyword, (fact, _) in kwargs.items():
         arguments[keyword] = fact
     return arguments
+
+
+def _literal_kind(default: cst.BaseExpression | None) -> str | None:
+    if isinstance(default, cst.Integer):
+        return "int"
+    if isinstance(default, cst.Float):
+        return "float"
+    if isinstance(default, cst.SimpleString | cst.ConcatenatedString | cst.FormattedString):
+        return "str"
+    if isinstance(default, cst.Name) and default.value in ("True", "False"):
+        return "bool"
+    return None
 
 
 def _body(body: cst.BaseSuite) -> Sequence[cst.BaseStatement | cst.BaseSmallStatement]:

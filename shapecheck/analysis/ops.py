@@ -155,32 +155,29 @@ MODULE_CALLS: dict[str, Transfer] = {}
 
 
 def tensor_op(*methods: str, functions: Iterable[str] = ()) -> Callable[[Transfer], Transfer]:
+    """Register under tensor method names and ``torch.*`` functions taking the tensor first."""
+
     def register(transfer: Transfer) -> Transfer:
-        for name in methods:
-            TENSOR_METHODS[name] = transfer
-        for name in functions:
-            TENSOR_FUNCTIONS[name] = transfer
-        return transfer
+        _registrar(TENSOR_METHODS)(*methods)(transfer)
+        return _registrar(TENSOR_FUNCTIONS)(*functions)(transfer)
 
     return register
 
 
-def function_op(*names: str) -> Callable[[Transfer], Transfer]:
-    def register(transfer: Transfer) -> Transfer:
-        for name in names:
-            FUNCTIONS[name] = transfer
-        return transfer
+def _registrar(table: dict[str, Transfer]) -> Callable[..., Callable[[Transfer], Transfer]]:
+    def names(*keys: str) -> Callable[[Transfer], Transfer]:
+        def register(transfer: Transfer) -> Transfer:
+            for key in keys:
+                table[key] = transfer
+            return transfer
 
-    return register
+        return register
+
+    return names
 
 
-def module_op(*kinds: str) -> Callable[[Transfer], Transfer]:
-    def register(transfer: Transfer) -> Transfer:
-        for kind in kinds:
-            MODULE_CALLS[kind] = transfer
-        return transfer
-
-    return register
+function_op = _registrar(FUNCTIONS)
+module_op = _registrar(MODULE_CALLS)
 
 
 def _torch(*names: str) -> list[str]:
