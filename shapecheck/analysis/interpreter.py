@@ -192,7 +192,9 @@ class Interpreter:
                 self._define(statement)
             case cst.Assert(test=test):
                 self.eval(test)
-            case cst.ClassDef() | cst.Match():
+            case cst.ClassDef(name=name):
+                self._forget_name(name.value)  # its body is analysed as methods, not here
+            case cst.Match():
                 for name in _assigned_names(statement):
                     self._forget_name(name)
         return True
