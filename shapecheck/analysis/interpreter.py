@@ -192,8 +192,8 @@ class Interpreter:
                 self._define(statement)
             case cst.Assert(test=test):
                 self.eval(test)
-            case cst.ClassDef(name=name):
-                self._forget_name(name.value)  # its body is analysed as methods, not here
+            case cst.ClassDef(name=class_name):
+                self._forget_name(class_name.value)  # its body is analysed as methods
             case cst.Match():
                 for name in _assigned_names(statement):
                     self._forget_name(name)
