@@ -37,10 +37,13 @@ class KeyNotTransposed(Rule):
     ```
 
     ## Runtime evidence
-    With distinct sizes PyTorch raises, e.g. `RuntimeError: The size of tensor a (3) must match
-    the size of tensor b (5) at non-singleton dimension 1` or `Expected size for first two
-    dimensions of batch2 tensor to be: [...] but got: [...]`; with coinciding sizes the output
-    differs from `F.scaled_dot_product_attention` (fixtures/SC201_*.py).
+    With distinct sizes PyTorch raises (fixtures/SC201_*.py, `python -m shapecheck.confirm`):
+    `RuntimeError: The size of tensor a (3) must match the size of tensor b (7) at
+    non-singleton dimension 1` (matmul), `RuntimeError: Expected size for first two dimensions
+    of batch2 tensor to be: [6, 4] but got: [6, 7].` (bmm), `RuntimeError: einsum(): subscript
+    d has size 7 for operand 1 which does not broadcast with previously seen size 4` (einsum).
+    `k.view(B, H, D, L)` runs and differs from the reference; so does any of these when the
+    sizes coincide.
     """
 
     code = "SC201"

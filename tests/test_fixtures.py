@@ -8,24 +8,21 @@ from pathlib import Path
 
 import pytest
 
-from shapecheck.linter import lint_source
-from shapecheck.rule import all_rules
-from tests.fixture_format import fixture_files, read_marks
+from shapecheck.confirm.fixtures import fixture_files, read_marks, static_findings
+from shapecheck.rule import Rule, all_rules
 
 FIXTURES = fixture_files()
 IDS = [path.name for path in FIXTURES]
 
 
-def findings(path: Path) -> set[tuple[int, str]]:
-    rules = [rule() for rule in all_rules()]
-    result = lint_source(path.read_bytes(), str(path), rules)
-    return {(d.line, d.code) for d in result.diagnostics}
+def test_there_are_fixtures() -> None:
+    assert len(FIXTURES) >= 3
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=IDS)
 def test_linter_says_exactly_what_the_fixture_expects(path: Path) -> None:
     marks = read_marks(path)
-    found = findings(path)
+    found = static_findings(path)
     assert found == set(marks.expect), (
         f"missing: {sorted(set(marks.expect) - found)}; unexpected: {sorted(found - marks.expect)}"
     )
@@ -36,52 +33,38 @@ def test_linter_says_exactly_what_the_fixture_expects(path: Path) -> None:
 def test_fixture_states_its_runtime_truth(path: Path) -> None:
     docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
     assert "runtime:" in docstring, f"{path.name}: the docstring must say `runtime: ...`"
-    assert path.name[:5] in docstring.split()[0], f"{path.name}: start the docstring with the code"
+    assert docstring.startswith(path.name[:5]), f"{path.name}: start the docstring with the code"
 
 
 @pytest.mark.parametrize("rule", all_rules(), ids=lambda rule: rule.code)
-def test_every_rule_has_bad_and_lookalike_fixture_lines(rule: type) -> None:
+def test_every_rule_has_bad_and_lookalike_fixture_lines(rule: type[Rule]) -> None:
     expected: Counter[str] = Counter()
     clean: Counter[str] = Counter()
     for path in FIXTURES:
         marks = read_marks(path)
         expected.update(code for _, code in marks.expect)
         clean.update(code for _, code in marks.ok)
-    code = rule.code  # type: ignore[attr-defined]
-    assert expected[code] >= 5, f"{code}: {expected[code]} bad fixture lines, need 5"
-    assert clean[code] >= 5, f"{code}: {clean[code]} look-alike fixture lines, need 5"
+    assert expected[rule.code] >= 5, f"{rule.code}: {expected[rule.code]} bad lines, need 5"
+    assert clean[rule.code] >= 5, f"{rule.code}: {clean[rule.code]} look-alikes, need 5"
 
 
-def devices() -> list[str]:
+def available(device: str) -> bool:
     torch = pytest.importorskip("torch")
-    return ["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"]
+    return device == "cpu" or bool(torch.cuda.is_available())
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 @pytest.mark.parametrize("path", FIXTURES, ids=IDS)
 def test_runtime_confirms_every_marked_line(path: Path, device: str) -> None:
-    if device not in devices():
+    if not available(device):
         pytest.skip("no CUDA device")
-    from shapecheck.confirm import run_fixture
+    from shapecheck.confirm.fixtures import confirm
 
-    outcomes = run_fixture(path, device)
-    marks = read_marks(path)
-    resolved = str(path.resolve())
-
-    def innermost(line: int) -> str:
-        covering = [
-            o
-            for o in outcomes
-            if Path(o.path).resolve() == Path(resolved) and o.first_line <= line <= o.last_line
-        ]
-        assert covering, f"{path.name}:{line}: no case run by run() covers this marked line"
-        return min(covering, key=lambda outcome: outcome.span).kind
-
-    for line, code in sorted(marks.expect):
-        assert innermost(line) in ("raises", "differs"), (
-            f"{path.name}:{line}: {code} is expected here, but the case ran and matched"
-        )
-    for line, code in sorted(marks.ok):
-        assert innermost(line) == "matches", (
-            f"{path.name}:{line}: marked ok for {code}, but the case crashed or diverged"
+    report = confirm(path, device)
+    for verdict in report.verdicts:
+        where = f"{path.name}:{verdict.line} ({verdict.code}, {device})"
+        assert verdict.outcome is not None, f"{where}: no case run by run() holds this line"
+        assert verdict.runtime_agrees, (
+            f"{where}: marked {'bad' if verdict.bad else 'ok'}, "
+            f"but the case {verdict.outcome.kind}: {verdict.outcome.detail}"
         )

@@ -43,6 +43,7 @@ class Outcome:
     detail: str
 
     def covers(self, path: str, line: int) -> bool:
+        """Does this case hold ``line`` of ``path`` (an absolute, resolved path)?"""
         return self.path == path and self.first_line <= line <= self.last_line
 
     @property
@@ -135,7 +136,7 @@ def _record(case: Callable[..., Any], kind: OutcomeKind, detail: str) -> None:
         return
     subject = case if inspect.isfunction(case) or inspect.isclass(case) else type(case)
     lines, first_line = inspect.getsourcelines(subject)
-    path = inspect.getsourcefile(subject) or "<unknown>"
+    path = str(Path(inspect.getsourcefile(subject) or "<unknown>").resolve())
     detail = re.sub(r"\s+", " ", detail)
     _recorded.append(
         Outcome(_name(case), path, first_line, first_line + len(lines) - 1, kind, detail)

@@ -1,0 +1,143 @@
+"""The confirmation report: every fixture, linted and run, on each device.
+
+    python -m shapecheck.confirm [--device cpu|cuda|all] [--fixtures DIR]
+
+For each rule: how many bad lines the linter flags, how many PyTorch confirms (which error,
+or how far the numbers diverge from the reference), how many look-alikes stay quiet and
+match. Exit status 1 when anything disagrees, 2 when it cannot run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from pathlib import Path
+
+from shapecheck.confirm.fixtures import (
+    FIXTURES_DIR,
+    FixtureReport,
+    LineVerdict,
+    confirm,
+    fixture_files,
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m shapecheck.confirm", description=__doc__)
+    parser.add_argument("--device", choices=["cpu", "cuda", "all"], default="all")
+    parser.add_argument("--fixtures", type=Path, default=FIXTURES_DIR)
+    options = parser.parse_args(argv)
+
+    import torch
+
+    cuda = torch.cuda.is_available()
+    if options.device == "cuda" and not cuda:
+        print("CUDA is not available on this machine", file=sys.stderr)
+        return 2
+    devices = {"cpu": ["cpu"], "cuda": ["cuda"], "all": ["cpu", "cuda"] if cuda else ["cpu"]}
+    files = fixture_files(options.fixtures)
+    if not files:
+        print(
+            f"no fixtures in {options.fixtures} (run from a shapecheck checkout)", file=sys.stderr
+        )
+        return 2
+
+    gpu = f" ({torch.cuda.get_device_name(0)})" if cuda else ""
+    print("shapecheck confirmation report")
+    print(
+        f"torch {torch.__version__} · python {platform.python_version()} · devices: "
+        f"{', '.join(devices[options.device])}{gpu}" + ("" if cuda else " (cuda: not available)")
+    )
+    reports = [confirm(path, device) for device in devices[options.device] for path in files]
+    disagreements = _print_tables(reports)
+    print()
+    if disagreements:
+        print(f"{len(disagreements)} disagreement(s):")
+        for line in disagreements:
+            print(f"  {line}")
+        return 1
+    print("all agree: every bad line flagged and confirmed, every look-alike quiet and matching")
+    return 0
+
+
+def _print_tables(reports: list[FixtureReport]) -> list[str]:
+    by_rule: dict[tuple[str, str], list[LineVerdict]] = defaultdict(list)
+    disagreements: list[str] = []
+    for report in reports:
+        for verdict in report.verdicts:
+            by_rule[(verdict.code, report.device)].append(verdict)
+        for line, code in sorted(report.unmarked_findings):
+            disagreements.append(f"{report.path.name}:{line}: {code} reported on an unmarked line")
+    from shapecheck.rule import rule_by_code
+
+    for (code, device), verdicts in sorted(by_rule.items()):
+        rule = rule_by_code(code)
+        print(f"\n{code} {rule.name if rule else '?'} — {device}")
+        bad = [v for v in verdicts if v.bad]
+        clean = [v for v in verdicts if not v.bad]
+        _row("bad lines flagged by the linter", bad, lambda v: v.static_agrees)
+        _row("bad lines confirmed at run time", bad, lambda v: v.runtime_agrees)
+        for evidence in _evidence(bad):
+            print(f"      {evidence}")
+        _row("look-alikes quiet", clean, lambda v: v.static_agrees)
+        _row("look-alikes matching the reference", clean, lambda v: v.runtime_agrees)
+        print(f"      {_gaps(clean)}")
+        for verdict in verdicts:
+            where = f"{verdict.path.name}:{verdict.line} {code} ({device})"
+            if not verdict.static_agrees:
+                expectation = "not flagged" if verdict.bad else "flagged on a look-alike"
+                disagreements.append(f"{where}: {expectation}")
+            if not verdict.runtime_agrees:
+                outcome = verdict.outcome
+                happened = f"{outcome.kind}: {outcome.detail}" if outcome else "no case ran it"
+                disagreements.append(f"{where}: at run time {happened}")
+    return disagreements
+
+
+def _row(label: str, verdicts: list[LineVerdict], agrees: Callable[[LineVerdict], bool]) -> None:
+    count = sum(1 for verdict in verdicts if agrees(verdict))
+    print(f"  {label:<38} {count:>3} / {len(verdicts)}")
+
+
+def _evidence(verdicts: list[LineVerdict]) -> list[str]:
+    """What PyTorch did on the bad lines: each distinct error, and the divergences."""
+    errors: Counter[str] = Counter()
+    diverging: list[float] = []
+    for verdict in verdicts:
+        if verdict.outcome is None:
+            continue
+        if verdict.outcome.kind == "raises":
+            errors[_shorten(verdict.outcome.detail)] += 1
+        elif verdict.outcome.kind == "differs":
+            diverging.append(_gap(verdict.outcome.detail))
+    lines = [f"raises x{count}: {message}" for message, count in errors.most_common()]
+    if diverging:
+        lines.append(
+            f"differs x{len(diverging)}: max |output - reference| from "
+            f"{min(diverging):.2g} to {max(diverging):.2g}"
+        )
+    return lines
+
+
+def _gaps(verdicts: list[LineVerdict]) -> str:
+    gaps = [
+        _gap(verdict.outcome.detail)
+        for verdict in verdicts
+        if verdict.outcome is not None and verdict.outcome.kind == "matches"
+    ]
+    return f"max |output - reference| {max(gaps):.2g}" if gaps else ""
+
+
+def _gap(detail: str) -> float:
+    return float(detail.rsplit("= ", 1)[-1])
+
+
+def _shorten(message: str, limit: int = 110) -> str:
+    return message if len(message) <= limit else message[: limit - 1] + "…"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

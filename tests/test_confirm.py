@@ -1,0 +1,71 @@
+"""The confirmation report, and rule documentation that quotes what PyTorch really says."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from shapecheck.confirm.fixtures import fixture_files
+from shapecheck.rule import Rule, all_rules
+
+pytest.importorskip("torch")
+
+from shapecheck.confirm.__main__ import main
+from shapecheck.confirm.fixtures import confirm
+
+
+def test_report_covers_every_rule_and_agrees(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--device", "cpu"]) == 0
+    report = capsys.readouterr().out
+    assert report.startswith("shapecheck confirmation report\ntorch ")
+    for rule in all_rules():
+        assert f"{rule.code} {rule.name} — cpu" in report
+    assert "all agree" in report
+
+
+def test_report_fails_when_a_fixture_disagrees(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = fixture_files()[0]
+    broken = tmp_path / source.name
+    # claim a look-alike line is bad: the linter stays quiet and the case matches
+    text = source.read_text(encoding="utf-8").replace("# ok: SC101", "# expect: SC101", 1)
+    broken.write_text(text, encoding="utf-8")
+    assert main(["--device", "cpu", "--fixtures", str(tmp_path)]) == 1
+    report = capsys.readouterr().out
+    assert "disagreement(s)" in report and "not flagged" in report and "matches" in report
+
+
+def test_report_needs_fixtures(tmp_path: Path) -> None:
+    assert main(["--device", "cpu", "--fixtures", str(tmp_path)]) == 2
+
+
+def test_cuda_report_without_cuda_is_refused() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    assert main(["--device", "cuda"]) == 2
+
+
+def _normalised(text: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"\d+", "#", text.replace("`", "")))
+
+
+@pytest.mark.parametrize("rule", all_rules(), ids=lambda rule: rule.code)
+def test_documentation_quotes_the_errors_its_fixtures_raise(rule: type[Rule]) -> None:
+    documentation = _normalised(rule.documentation().split("## Runtime evidence", 1)[1])
+    quoted = 0
+    for path in fixture_files():
+        for verdict in confirm(path, "cpu").verdicts:
+            if verdict.code != rule.code or not verdict.bad or verdict.outcome is None:
+                continue
+            if verdict.outcome.kind == "raises":
+                message = _normalised(verdict.outcome.detail.split(" (")[0])[:70]
+                assert message in documentation, f"{rule.code} docs do not quote: {message}"
+            else:
+                assert "differs from the reference" in documentation
+            quoted += 1
+    assert quoted > 0
