@@ -106,6 +106,38 @@ def test_multi_head_attention_matches_torch(
     assert gap(actual, expected) <= tolerance
 
 
+@pytest.mark.parametrize("mask_kind", ["bool", "float", "key-padding"])
+def test_multi_head_attention_is_the_reference_function_per_head(
+    precision: tuple[str, torch.dtype, float], mask_kind: str
+) -> None:
+    """The module (PyTorch's fused kernel inside) equals the written-out formula, causal too."""
+    device, dtype, tolerance = precision
+    module = MultiHeadAttention(D_MODEL, HEADS).to(device=device, dtype=dtype).eval()
+    x = torch.randn(BATCH, Q_LEN, D_MODEL, device=device, dtype=dtype)
+    if mask_kind == "bool":
+        mask = torch.rand(BATCH, 1, Q_LEN, Q_LEN, device=device) > 0.3
+        mask[..., 0] = True
+        per_head = mask
+    elif mask_kind == "float":
+        mask = torch.randn(Q_LEN, Q_LEN, device=device, dtype=dtype)
+        per_head = mask
+    else:
+        mask = torch.ones(BATCH, Q_LEN, dtype=torch.bool, device=device)
+        mask[1, 2:] = False
+        per_head = mask[:, None, None, :]
+
+    def heads(t: torch.Tensor) -> torch.Tensor:
+        return t.view(BATCH, Q_LEN, HEADS, D_K).transpose(1, 2)
+
+    with torch.no_grad():
+        attended = scaled_dot_product_attention(
+            heads(module.wq(x)), heads(module.wk(x)), heads(module.wv(x)), per_head, is_causal=True
+        )
+        expected = module.fc_out(attended.transpose(1, 2).reshape(BATCH, Q_LEN, D_MODEL))
+        actual = module(x, x, x, mask, is_causal=True)
+    assert gap(actual, expected) <= tolerance
+
+
 @pytest.mark.parametrize(
     "case", ["plain", "bool-mask", "float-mask", "causal-square", "causal-wide", "scale", "3d"]
 )

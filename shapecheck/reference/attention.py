@@ -40,12 +40,11 @@ def scaled_dot_product_attention(
     PyTorch does). ``dropout_p`` drops attention weights (use 0 at inference).
     """
     scale = 1.0 / math.sqrt(q.size(-1)) if scale is None else scale
-    scores = q @ k.transpose(-2, -1) * scale  # [*batch, q_len, k_len]
+    # scaling q ([..., q_len, d_k]) is cheaper than scaling the scores ([..., q_len, k_len])
+    scores = (q * scale) @ k.transpose(-2, -1)  # [*batch, q_len, k_len]
     blocked = torch.finfo(scores.dtype).min
     if is_causal:
-        q_len, k_len = scores.shape[-2:]
-        visible = torch.ones(q_len, k_len, dtype=torch.bool, device=scores.device).tril()
-        scores = scores.masked_fill(~visible, blocked)
+        scores = scores.masked_fill(~_causal(q.size(-2), k.size(-2), scores.device), blocked)
     if mask is not None and mask.dtype == torch.bool:
         scores = scores.masked_fill(~mask, blocked)
     elif mask is not None:
@@ -106,8 +105,19 @@ class MultiHeadAttention(nn.Module):
         v = self._split_heads(self.wv(value))  # [batch, heads, k_len, d_k]
         if mask is not None and mask.shape == (key.size(0), key.size(1)):
             mask = mask[:, None, None, :]  # key padding [batch, k_len]
-        dropout_p = self.dropout if self.training else 0.0
-        out = scaled_dot_product_attention(q, k, v, mask, is_causal=is_causal, dropout_p=dropout_p)
+        if is_causal and mask is not None:  # PyTorch's kernel takes one or the other
+            mask = _with_causal(mask, q.size(-2), k.size(-2))
+            is_causal = False
+        # PyTorch's fused kernel computes exactly scaled_dot_product_attention above (the
+        # tests hold them equal), without materialising the scores.
+        out = F.scaled_dot_product_attention(
+            q,
+            k,
+            v,
+            attn_mask=mask,
+            dropout_p=self.dropout if self.training else 0.0,
+            is_causal=is_causal,
+        )
         projected: Tensor = self.fc_out(self._merge_heads(out))
         return projected
 
@@ -122,6 +132,19 @@ class MultiHeadAttention(nn.Module):
     ) -> Float[Tensor, "batch seq d_model"]:
         batch, _, seq, _ = x.shape
         return x.transpose(1, 2).reshape(batch, seq, self.d_model)
+
+
+def _causal(q_len: int, k_len: int, device: torch.device) -> Bool[Tensor, "q_len k_len"]:
+    """True where query ``i`` may see key ``j``: ``j <= i`` (top-left aligned, as PyTorch)."""
+    return torch.ones(q_len, k_len, dtype=torch.bool, device=device).tril()
+
+
+def _with_causal(mask: Tensor, q_len: int, k_len: int) -> Tensor:
+    """``mask`` restricted to keys at or before each query."""
+    visible = _causal(q_len, k_len, mask.device)
+    if mask.dtype == torch.bool:
+        return mask & visible
+    return mask.masked_fill(~visible, torch.finfo(mask.dtype).min)
 
 
 class SelfAttention(nn.Module):
