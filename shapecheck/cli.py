@@ -104,19 +104,22 @@ def main(
         settings.exclude = _split(exclude)
     settings.extend_exclude += _split(extend_exclude)
     codes = [rule_class.code for rule_class in all_rules()]
+    cli_select, cli_ignore = parse_codes(select), parse_codes(ignore)
+    config_select, config_ignore = parse_codes(settings.select), parse_codes(settings.ignore)
+    where = str(settings.config_path or "configuration")
+    listings = [("--select", cli_select), ("--ignore", cli_ignore)]
+    listings += [(where, config_select), (where, config_ignore)]
+    listings += [
+        (f"{where}: per-file-ignores {pattern!r}", parse_codes(listed))
+        for pattern, listed in settings.per_file_ignores.items()
+    ]
     try:
-        cli_select, cli_ignore = parse_codes(select), parse_codes(ignore)
-        validate(cli_select, codes, "--select")
-        validate(cli_ignore, codes, "--ignore")
-        where = str(settings.config_path or "configuration")
-        validate(settings.select, codes, where)
-        validate(settings.ignore, codes, where)
-        for pattern, listed in settings.per_file_ignores.items():
-            validate(parse_codes(listed), codes, f"{where}: per-file-ignores {pattern!r}")
+        for label, listed in listings:
+            validate(listed, codes, label)
     except SelectionError as error:
         raise click.UsageError(str(error)) from error
-    selected = cli_select or parse_codes(settings.select)
-    ignored = [*parse_codes(settings.ignore), *cli_ignore]
+    selected = cli_select or config_select
+    ignored = [*config_ignore, *cli_ignore]
     rules = [rule() for rule in all_rules() if enabled(rule.code, selected, ignored)]
 
     results = _run(paths or (".",), settings, rules, stdin_filename, force_exclude)

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import subprocess
+import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -43,6 +45,16 @@ UNSCALED = textwrap.dedent(
     """
 )
 """One SC301 finding, at line 5 column 14."""
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_python(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    """``python ARGS`` in a fresh interpreter (this one's), output captured as text."""
+    return subprocess.run(
+        [sys.executable, *args], cwd=cwd, capture_output=True, text=True, check=False
+    )
 
 
 @pytest.fixture

@@ -4,15 +4,13 @@ and every other file still checked."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from click.testing import Result
 
-from tests.conftest import BAD_VIEW, CLEAN
+from tests.conftest import BAD_VIEW, CLEAN, run_python
 
 Cli = Callable[..., Result]
 Write = Callable[[str, str | bytes], Path]
@@ -111,13 +109,7 @@ def test_deeply_nested_valid_code_is_not_an_error(cli: Cli, write: Write, expres
 
 def test_no_traceback_from_the_real_executable(tmp_path: Path) -> None:
     (tmp_path / "bad.py").write_bytes(b"def f(:\n")
-    process = subprocess.run(
-        [sys.executable, "-m", "shapecheck", "bad.py"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    process = run_python("-m", "shapecheck", "bad.py", cwd=tmp_path)
     assert process.returncode == 2
     assert "Traceback" not in process.stdout + process.stderr
     assert process.stdout.startswith("bad.py:1:7: SC000 syntax error")

@@ -11,9 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import BAD_VIEW
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.conftest import BAD_VIEW, ROOT
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("pre_commit") is None or shutil.which("git") is None,

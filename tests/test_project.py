@@ -4,23 +4,18 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.conftest import ROOT, run_python
+
 HEAVY = ("torch", "jaxtyping", "beartype")
 
 
-def _run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, check=False)
-
-
 def test_version_imports_no_torch_jaxtyping_or_beartype() -> None:
-    process = _run(sys.executable, "-X", "importtime", "-m", "shapecheck", "--version")
+    process = run_python("-X", "importtime", "-m", "shapecheck", "--version")
     assert process.returncode == 0, process.stderr
     imported = {line.split("|")[-1].strip().split(".")[0] for line in process.stderr.splitlines()}
     assert "shapecheck" in imported
@@ -43,14 +38,14 @@ def test_linting_imports_nothing_heavy_and_never_runs_the_code(tmp_path: Path) -
         "except SystemExit:\n    pass\n"
         f"print(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))\n"
     )
-    process = _run(sys.executable, "-c", probe)
+    process = run_python("-c", probe)
     assert process.returncode == 0, process.stderr
     assert process.stdout.strip().splitlines()[-1] == "[]"
     assert not marker.exists()
 
 
 def test_shapecheck_finds_nothing_in_its_own_source() -> None:
-    process = _run(sys.executable, "-m", "shapecheck", "shapecheck", "rules", "tests", "benchmarks")
+    process = run_python("-m", "shapecheck", "shapecheck", "rules", "tests", "benchmarks")
     assert process.returncode == 0, process.stdout + process.stderr
 
 
@@ -60,21 +55,19 @@ def test_shapecheck_finds_nothing_in_its_own_source() -> None:
 )
 def test_ruff_format_and_check() -> None:
     for command in (["format", "--check"], ["check"]):
-        process = _run(
-            sys.executable, "-m", "ruff", *command, "shapecheck", "rules", "tests", "benchmarks"
-        )
+        process = run_python("-m", "ruff", *command, "shapecheck", "rules", "tests", "benchmarks")
         assert process.returncode == 0, process.stdout + process.stderr
 
 
 @pytest.mark.skipif(importlib.util.find_spec("mypy") is None, reason="mypy not installed")
 def test_mypy_strict() -> None:
-    process = _run(sys.executable, "-m", "mypy")
+    process = run_python("-m", "mypy")
     assert process.returncode == 0, process.stdout + process.stderr
 
 
 def test_wheel_ships_rules_inside_the_package_only(tmp_path: Path) -> None:
     pytest.importorskip("build", reason="the wheel test needs `build` (dev extra)")
-    process = _run(sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp_path), str(ROOT))
+    process = run_python("-m", "build", "--wheel", "--outdir", str(tmp_path), str(ROOT))
     assert process.returncode == 0, process.stdout + process.stderr
     [wheel] = tmp_path.glob("shapecheck-*.whl")
     names = zipfile.ZipFile(wheel).namelist()

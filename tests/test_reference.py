@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -24,8 +21,8 @@ from shapecheck.reference import (  # noqa: E402
     scaled_dot_product_attention,
     set_runtime_checks,
 )
+from tests.conftest import run_python  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 BATCH, Q_LEN, K_LEN, HEADS, D_K, D_V = 2, 5, 7, 3, 4, 6
 D_MODEL = HEADS * D_K
 
@@ -271,13 +268,7 @@ def test_checks_off_compiles_with_fullgraph(backend: str) -> None:
 
 
 def test_shapecheck_reports_nothing_in_the_reference_modules() -> None:
-    process = subprocess.run(
-        [sys.executable, "-m", "shapecheck", "shapecheck/reference"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    process = run_python("-m", "shapecheck", "shapecheck/reference")
     assert process.returncode == 0, process.stdout
 
 
