@@ -133,7 +133,7 @@ def test_pyproject_configuration(cli: Cli, write: Write) -> None:
     write("pkg/generated/gen.py", BAD_VIEW)
     write(
         "pyproject.toml",
-        '[tool.shapecheck]\nignore = ["SC3"]\nextend-exclude = ["generated"]\n'
+        '[tool.shapecheck]\nignore = ["sc3"]\nextend-exclude = ["generated"]\n'
         '[tool.shapecheck.per-file-ignores]\n"pkg/legacy/*" = ["SC101"]\n',
     )
     result = cli(".")
