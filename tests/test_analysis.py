@@ -104,6 +104,7 @@ def test_layout_is_followed_across_statements_and_unpacking() -> None:
         "z.contiguous().view(b, l, h * d)",
         "z.reshape(b, l, h * d)",
         "z.transpose(1, 2).view(b, h, l * d)",
+        "z.clone(memory_format=torch.contiguous_format).view(b, l, h * d)",
     ],
 )
 def test_what_makes_a_view_legal_again(fix: str) -> None:
@@ -117,6 +118,20 @@ def test_what_makes_a_view_legal_again(fix: str) -> None:
             return {fix}
         """
     )
+
+
+@pytest.mark.parametrize("copy", ["z.clone()", "z.clone(memory_format=torch.preserve_format)"])
+def test_a_clone_keeps_the_reordered_strides(copy: str) -> None:
+    assert findings(
+        f"""\
+        import torch
+
+        def merge(x):
+            b, h, l, d = x.shape
+            z = x.transpose(1, 2)
+            return {copy}.view(b, l, h * d)
+        """
+    ) == [(6, "SC101")]
 
 
 def test_branches_that_disagree_make_the_layout_unknown() -> None:

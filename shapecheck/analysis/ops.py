@@ -21,6 +21,7 @@ from shapecheck.analysis.facts import (
     IntFact,
     ModuleFact,
     Product,
+    QualifiedName,
     ScalarFact,
     SizeFact,
     TensorFact,
@@ -346,13 +347,9 @@ def _view_layout(call: OpCall, shape: tuple[Dim, ...], *, copies: bool) -> Layou
 
 @tensor_op("view")
 def view(call: OpCall) -> Fact:
-    first = call.get(0)
-    if (
-        first is not None
-        and not isinstance(first[0], IntFact | TupleFact | SizeFact)
-        and not isinstance(first[1], cst.Name | cst.Attribute | cst.UnaryOperation)
-    ):
-        return UNKNOWN  # view(dtype) or view(*shape)
+    first = call.get(0, "dtype")
+    if first is not None and isinstance(first[0], QualifiedName):
+        return UNKNOWN  # view(torch.float16) reinterprets the dtype
     return _view_like(call, call.sizes(0), copies=False)
 
 
@@ -392,12 +389,14 @@ def contiguous(call: OpCall) -> Fact:
 
 @tensor_op("clone", functions=_torch("clone"))
 def clone(call: OpCall) -> Fact:
-    # clone() keeps the strides of a dense tensor (preserve_format); only an explicit
-    # memory_format makes it contiguous.
+    # clone() keeps the strides of a dense tensor (torch.preserve_format, the default);
+    # only torch.contiguous_format makes it contiguous.
     memory_format = call.get(None, "memory_format")
-    if memory_format is None:
+    if memory_format is None or memory_format[0] == QualifiedName("torch.preserve_format"):
         return call.receiver.derive(origin=call.node)
-    return call.receiver.derive(layout=Layout.contiguous(call.receiver.rank), origin=call.node)
+    if memory_format[0] == QualifiedName("torch.contiguous_format"):
+        return call.receiver.derive(layout=Layout.contiguous(call.receiver.rank), origin=call.node)
+    return call.receiver.derive(layout=None, origin=call.node)
 
 
 @tensor_op("unsqueeze", functions=_torch("unsqueeze"))
