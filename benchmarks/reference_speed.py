@@ -42,6 +42,8 @@ class NaiveAttention(nn.Module):
 
     def __init__(self, d_model: int, num_heads: int) -> None:
         super().__init__()
+        if d_model % num_heads:
+            raise ValueError("d_model must be divisible by num_heads")
         self.num_heads, self.d_k = num_heads, d_model // num_heads
         self.wq, self.wk = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
         self.wv, self.fc_out = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)

@@ -71,7 +71,7 @@ def _diagnostics(
                 where.end.column + 1,
                 rule.code,
                 rule.name,
-                rule.severity,
+                violation.severity or rule.severity,
                 violation.message,
             )
         )

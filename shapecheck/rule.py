@@ -29,10 +29,12 @@ CODE_PATTERN = re.compile(r"SC[1-9][0-9]{2}")
 
 @dataclass(frozen=True)
 class Violation:
-    """What a rule found: the node to point at and the message."""
+    """What a rule found: the node to point at, the message, and (rarely) a severity other
+    than the rule's own."""
 
     node: cst.CSTNode
     message: str
+    severity: Severity | None = None
 
 
 class Rule:

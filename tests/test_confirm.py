@@ -55,17 +55,23 @@ def _normalised(text: str) -> str:
 
 
 @pytest.mark.parametrize("rule", all_rules(), ids=lambda rule: rule.code)
-def test_documentation_quotes_the_errors_its_fixtures_raise(rule: type[Rule]) -> None:
+def test_documentation_quotes_what_its_fixtures_show(rule: type[Rule]) -> None:
+    """At least one error PyTorch really raised is quoted; a silent bug says it differs."""
     documentation = _normalised(rule.documentation().split("## Runtime evidence", 1)[1])
-    quoted = 0
+    raised: set[str] = set()
+    diverges = False
     for path in fixture_files():
         for verdict in confirm(path, "cpu").verdicts:
             if verdict.code != rule.code or not verdict.bad or verdict.outcome is None:
                 continue
             if verdict.outcome.kind == "raises":
-                message = _normalised(verdict.outcome.detail.split(" (")[0])[:70]
-                assert message in documentation, f"{rule.code} docs do not quote: {message}"
+                raised.add(_normalised(verdict.outcome.detail)[:50])
             else:
-                assert "differs from the reference" in documentation
-            quoted += 1
-    assert quoted > 0
+                diverges = True
+    assert raised or diverges, f"{rule.code} has no confirmed bad fixture line"
+    if raised:
+        assert any(message in documentation for message in raised), (
+            f"{rule.code} docs quote none of: {sorted(raised)}"
+        )
+    if diverges:
+        assert "differs from the reference" in documentation

@@ -13,8 +13,8 @@ from typing import TypeVar
 
 import libcst as cst
 
-from shapecheck.analysis.dims import Dim, Symbol, substitute
-from shapecheck.analysis.facts import Fact, IntFact, ModuleFact, join
+from shapecheck.analysis.dims import Dim, Quotient, Symbol, substitute
+from shapecheck.analysis.facts import UNKNOWN, Fact, IntFact, ModuleFact, join
 from shapecheck.analysis.imports import collect_imports
 from shapecheck.analysis.interpreter import (
     ClassModel,
@@ -197,23 +197,56 @@ def _class_model(
         interpreter.run_function(init)
     except RecursionError:
         return model
-    stored = {
-        key.removeprefix("self."): fact
-        for key, fact in interpreter.env.items()
-        if key.startswith("self.") and key.count(".") == 1
-    }
-    # Sizes stored on self become one symbol per attribute, shared by every method.
-    renamed: dict[Symbol, Dim] = {}
-    for attribute, fact in stored.items():
-        if isinstance(fact, IntFact) and fact.dim.value is None:
-            symbol = Dim.symbol(f"self.{attribute}")
-            if len(fact.dim.factors) == 1 and fact.dim.coefficient == 1:
-                atom = fact.dim.factors[0]
-                if isinstance(atom, Symbol):
-                    renamed[atom] = symbol
-            stored[attribute] = IntFact(symbol)
-    for attribute, fact in stored.items():
-        if isinstance(fact, ModuleFact) and fact.out_features is not None:
-            stored[attribute] = replace(fact, out_features=substitute(fact.out_features, renamed))
+    stored: dict[str, Fact] = {}
+    for key, fact in interpreter.env.items():
+        if not key.startswith("self.") or key.count(".") != 1:
+            continue
+        source = interpreter.copied.get(key)
+        if fact is UNKNOWN and source in interpreter.symbols:
+            fact = IntFact(interpreter.symbols[source])  # self.h = h, h used as a size
+        stored[key.removeprefix("self.")] = fact
     model.attributes.update(stored)
+    _name_sizes(model.attributes)
+    parameters = {param.name.value for param in init.params.params}
+    model.divisions = [
+        (a, b) for a, b in interpreter.divisions if a in parameters and b in parameters
+    ]
     return model
+
+
+def _name_sizes(attributes: dict[str, Fact]) -> None:
+    """Sizes stored on self become sizes named after their attribute, shared by methods.
+
+    ``self.d_model = d_model`` renames the parameter's symbol ``self.d_model`` everywhere (in
+    ``nn.Linear(d_model, d_model)`` too); ``self.head_dim = d_model // num_heads`` keeps the
+    division (so ``num_heads * head_dim`` is ``d_model``) and shows it as ``self.head_dim``.
+    """
+    renamed: dict[Symbol, Dim] = {}
+    for attribute, fact in attributes.items():
+        symbol = _single_symbol(fact.dim) if isinstance(fact, IntFact) else None
+        if symbol is not None:
+            renamed.setdefault(symbol, Dim.symbol(f"self.{attribute}"))
+    _substitute_sizes(attributes, renamed)
+    for attribute, fact in attributes.items():
+        if isinstance(fact, IntFact) and fact.dim.coefficient == 1 and len(fact.dim.factors) == 1:
+            [atom] = fact.dim.factors
+            if isinstance(atom, Quotient) and not atom.label:
+                attributes[attribute] = IntFact(Dim.of(replace(atom, label=f"self.{attribute}")))
+
+
+def _single_symbol(dim: Dim) -> Symbol | None:
+    if dim.coefficient == 1 and len(dim.factors) == 1 and isinstance(dim.factors[0], Symbol):
+        return dim.factors[0]
+    return None
+
+
+def _substitute_sizes(attributes: dict[str, Fact], mapping: dict[Symbol, Dim]) -> None:
+    for attribute, fact in attributes.items():
+        if isinstance(fact, IntFact):
+            attributes[attribute] = IntFact(substitute(fact.dim, mapping))
+        elif isinstance(fact, ModuleFact):
+            attributes[attribute] = replace(
+                fact,
+                out_features=substitute(fact.out_features, mapping) if fact.out_features else None,
+                in_features=substitute(fact.in_features, mapping) if fact.in_features else None,
+            )

@@ -1,7 +1,9 @@
 """Symbolic tensor sizes.
 
 A :class:`Dim` is an integer coefficient times a sorted product of atoms, so ``H * D`` and
-``D * H`` compare equal and ``(H * D) // H`` simplifies to ``D``. Atoms are :class:`Symbol`
+``D * H`` compare equal and ``(H * D) // H`` simplifies to ``D``. A division that sizes a
+tensor is taken to be exact, so ``(E // H) * H`` is ``E`` (a view would fail otherwise;
+SC502 checks the assumption where the code makes it). Atoms are :class:`Symbol`
 (a named size: ``B``, ``self.head_dim``, or an unknown ``?``) or :class:`Quotient` (a floor
 division that does not simplify). Two symbols are the same size only if they are the same
 object: equal names from different places stay apart.
@@ -10,7 +12,7 @@ object: equal names from different places stay apart.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 _serials = itertools.count(1)
 
@@ -32,12 +34,20 @@ class Symbol:
 
 @dataclass(frozen=True)
 class Quotient:
-    """``numerator // denominator`` that does not divide symbolically."""
+    """``numerator // denominator`` that does not divide symbolically.
+
+    ``origin`` is the expression that divided (for SC502), ``label`` a name to show it by
+    (``self.head_dim``); neither takes part in equality.
+    """
 
     numerator: Dim
     denominator: Dim
+    origin: object = field(default=None, compare=False)
+    label: str = field(default="", compare=False)
 
     def __str__(self) -> str:
+        if self.label:
+            return self.label
         return f"{_parenthesised(self.numerator)}//{_parenthesised(self.denominator)}"
 
 
@@ -75,25 +85,68 @@ class Dim:
         return None if self.factors else self.coefficient
 
     def __mul__(self, other: Dim) -> Dim:
-        factors = tuple(sorted(self.factors + other.factors, key=_atom_key))
-        return Dim(self.coefficient * other.coefficient, factors)
+        coefficient = self.coefficient * other.coefficient
+        factors = [*self.factors, *other.factors]
+        # (n // d) * d == n: a division that sizes a tensor is taken to be exact
+        cancelled = True
+        while cancelled:
+            cancelled = False
+            for atom in factors:
+                if isinstance(atom, Quotient):
+                    rest = list(factors)
+                    rest.remove(atom)
+                    remaining = _without(rest, coefficient, atom.denominator)
+                    if remaining is not None:
+                        rest, coefficient = remaining
+                        factors = [*rest, *atom.numerator.factors]
+                        coefficient *= atom.numerator.coefficient
+                        cancelled = True
+                        break
+        return Dim(coefficient, tuple(sorted(factors, key=_atom_key)))
 
-    def floordiv(self, other: Dim) -> Dim:
-        if other.coefficient != 0 and self.coefficient % other.coefficient == 0:
-            remaining = list(self.factors)
-            for atom in other.factors:
-                if atom not in remaining:
-                    break
-                remaining.remove(atom)
-            else:
-                return Dim(self.coefficient // other.coefficient, tuple(remaining))
-        return Dim.of(Quotient(self, other))
+    @property
+    def is_named(self) -> bool:
+        """A size the code names: no unknown (``?``) part, and not a bare literal."""
+        return bool(self.factors) and not self.has_unknown
+
+    @property
+    def has_unknown(self) -> bool:
+        return any(_is_unknown(atom) for atom in self.factors)
+
+    def floordiv(self, other: Dim, origin: object = None) -> Dim:
+        remaining = _without(list(self.factors), self.coefficient, other)
+        if remaining is not None:
+            factors, coefficient = remaining
+            return Dim(coefficient, tuple(factors))
+        return Dim.of(Quotient(self, other, origin))
+
+    @property
+    def quotients(self) -> tuple[Quotient, ...]:
+        return tuple(atom for atom in self.factors if isinstance(atom, Quotient))
 
     def __str__(self) -> str:
         parts = [str(atom) for atom in self.factors]
         if self.coefficient != 1 or not parts:
             parts.insert(0, str(self.coefficient))
         return "*".join(parts)
+
+
+def _without(factors: list[Atom], coefficient: int, divisor: Dim) -> tuple[list[Atom], int] | None:
+    """``factors * coefficient`` divided exactly by ``divisor``, or ``None``."""
+    if divisor.coefficient == 0 or coefficient % divisor.coefficient != 0:
+        return None
+    remaining = list(factors)
+    for atom in divisor.factors:
+        if atom not in remaining:
+            return None
+        remaining.remove(atom)
+    return remaining, coefficient // divisor.coefficient
+
+
+def _is_unknown(atom: Atom) -> bool:
+    if isinstance(atom, Symbol):
+        return atom.name == "?"
+    return atom.numerator.has_unknown or atom.denominator.has_unknown
 
 
 def _parenthesised(dim: Dim) -> str:
@@ -116,5 +169,23 @@ def substitute(dim: Dim, mapping: dict[Symbol, Dim]) -> Dim:
             result = result * mapping.get(atom, Dim.of(atom))
         else:
             numerator = substitute(atom.numerator, mapping)
-            result = result * numerator.floordiv(substitute(atom.denominator, mapping))
+            divided = numerator.floordiv(substitute(atom.denominator, mapping), atom.origin)
+            if divided.quotients and atom.label:
+                divided = Dim.of(replace(divided.quotients[0], label=atom.label))
+            result = result * divided
     return result
+
+
+def format_shape(shape: tuple[Dim, ...] | None) -> str:
+    """``[B, L, self.num_heads*self.head_dim]``; ``?`` for what is not known."""
+    if shape is None:
+        return "?"
+    return "[" + ", ".join(str(dim) for dim in shape) + "]"
+
+
+def provably_different(a: Dim, b: Dim) -> bool:
+    """Sizes that cannot be equal: two different literals, or one named size times two
+    different literals (``E`` and ``3*E``)."""
+    if a.has_unknown or b.has_unknown:
+        return False
+    return a.factors == b.factors and a.coefficient != b.coefficient

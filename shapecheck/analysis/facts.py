@@ -60,10 +60,18 @@ class TupleFact(Fact):
 
 
 @dataclass(frozen=True)
+class RepeatedFact(Fact):
+    """A sequence of unknown length whose every element is ``item`` (a comprehension)."""
+
+    item: Fact
+
+
+@dataclass(frozen=True)
 class ModuleFact(Fact):
     """An ``nn.Module`` instance whose class the analysis knows: ``nn.Linear(E, 3 * E)``."""
 
     kind: str
+    in_features: Dim | None = None
     out_features: Dim | None = None
     dim: int | None = None
 
@@ -75,6 +83,13 @@ class FunctionRef(Fact):
     node: cst.FunctionDef
     closure: tuple[tuple[str, Fact], ...] = ()
     class_name: str | None = None
+
+
+@dataclass(frozen=True)
+class ClassRef(Fact):
+    """A class defined in the analysed module (calling it constructs an instance)."""
+
+    name: str
 
 
 @dataclass(frozen=True)
@@ -117,14 +132,17 @@ class TensorFact(Fact):
     scaling: tuple[cst.CSTNode, ...] | None = ()
     product: Product | None = None
     axis_op: AxisOp | None = None
+    is_linear_weight: bool = False
 
     @property
     def rank(self) -> int | None:
         return None if self.shape is None else len(self.shape)
 
     def derive(self, **changes: object) -> TensorFact:
-        """A new value computed from this one: same facts unless changed, no axis op."""
+        """A new value computed from this one: same facts unless changed, no axis op, and
+        no longer an ``nn.Linear`` weight as stored."""
         changes.setdefault("axis_op", None)
+        changes.setdefault("is_linear_weight", False)
         return replace(self, **changes)  # type: ignore[arg-type]
 
     def normalise_axis(self, axis: int) -> int | None:

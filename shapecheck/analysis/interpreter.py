@@ -12,14 +12,17 @@ from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
+from shapecheck.analysis.annotations import ShapeSpec, contradiction, parse_shape, shape_of
 from shapecheck.analysis.dims import Dim
 from shapecheck.analysis.facts import (
     UNKNOWN,
+    ClassRef,
     Fact,
     FunctionRef,
     IntFact,
     ModuleFact,
     QualifiedName,
+    RepeatedFact,
     ScalarFact,
     SizeFact,
     TensorFact,
@@ -28,7 +31,13 @@ from shapecheck.analysis.facts import (
 )
 from shapecheck.analysis.imports import canonical, dotted_name
 from shapecheck.analysis.layout import FREE, Layout
-from shapecheck.analysis.observations import Observation
+from shapecheck.analysis.observations import (
+    AnnotationMismatch,
+    DivisibilityCheck,
+    IndivisibleSizes,
+    Observation,
+    SizeDivision,
+)
 from shapecheck.analysis.ops import (
     FUNCTIONS,
     MODULE_CALLS,
@@ -50,6 +59,18 @@ INLINE_DEPTH = 2
 """How deep calls to functions of the same module are followed."""
 
 _NUMBER_ANNOTATIONS = {"int", "float", "bool", "str"}
+_MODULE_RETURNS_ITSELF = {
+    "to",
+    "cuda",
+    "cpu",
+    "float",
+    "half",
+    "double",
+    "bfloat16",
+    "train",
+    "eval",
+    "requires_grad_",
+}
 _SCALAR_FUNCTIONS = ("math.", "numpy.sqrt", "numpy.power", "numpy.log")
 
 
@@ -60,6 +81,8 @@ class ClassModel:
     name: str
     attributes: dict[str, Fact] = field(default_factory=dict)
     methods: dict[str, cst.FunctionDef] = field(default_factory=dict)
+    divisions: list[tuple[str, str]] = field(default_factory=list)
+    """``(numerator, denominator)`` parameters of ``__init__`` that it divides."""
 
 
 @dataclass
@@ -106,6 +129,14 @@ class Interpreter:
         self.observations: list[Observation] = []
         self.symbols: dict[str, Dim] = {}
         self.returns: list[Fact] = []
+        self.copied: dict[str, str] = {}
+        """``target -> source`` for assignments of an unknown name (``self.h = h``)."""
+        self.divisions: list[tuple[str, str]] = []
+        """``a // b`` of plain names, as written."""
+        self.function_name = ""
+        self.annotation_sizes: dict[str, Dim] = {}
+        """jaxtyping dimension names bound by the parameters' annotations."""
+        self.return_spec: ShapeSpec | None = None
         self.nested: list[tuple[cst.FunctionDef, dict[str, Fact]]] = []
 
     # --- OpContext -------------------------------------------------------------------------
@@ -134,12 +165,17 @@ class Interpreter:
 
     def run_function(self, node: cst.FunctionDef, arguments: dict[str, Fact] | None = None) -> Fact:
         """Interpret ``node``'s body; ``arguments`` overrides the parameters' facts."""
+        self.function_name = node.name.value
+        constructor = node.name.value == "__init__"
         for param in _parameters(node.params):
             name = param.name.value
             if arguments is not None and name in arguments:
                 self.env[name] = arguments[name]
             elif name not in ("self", "cls"):
-                self.env[name] = self._parameter_fact(param)
+                # a constructor's untyped parameters are sizes and options, not tensors
+                self.env[name] = UNKNOWN if constructor else self._parameter_fact(param)
+        if node.returns is not None:
+            self.return_spec = self._shape_spec(node.returns.annotation)
         self.run_block(_body(node.body))
         if not self.returns:
             return UNKNOWN
@@ -165,12 +201,23 @@ class Interpreter:
                 self.eval(value)
             case cst.Assign(targets=targets, value=value):
                 self._assign([target.target for target in targets], value)
-            case cst.AnnAssign(target=target, value=value) if value is not None:
+            case cst.AnnAssign(target=target, annotation=annotation, value=value) if (
+                value is not None
+            ):
                 self._assign([target], value)
+                spec = self._shape_spec(annotation.annotation)
+                if spec is not None:
+                    assigned = self.facts.get(value, UNKNOWN)
+                    self._check_annotation(value, assigned, spec, dict(self.annotation_sizes))
             case cst.AugAssign(target=target, operator=operator, value=value):
                 self._augmented(statement, target, operator, value)
             case cst.Return(value=value):
-                self.returns.append(self.eval(value) if value is not None else UNKNOWN)
+                returned = self.eval(value) if value is not None else UNKNOWN
+                if value is not None and self.return_spec is not None:
+                    self._check_annotation(
+                        value, returned, self.return_spec, dict(self.annotation_sizes)
+                    )
+                self.returns.append(returned)
                 return False
             case cst.Raise() | cst.Continue() | cst.Break():
                 return False
@@ -192,6 +239,7 @@ class Interpreter:
                 self._define(statement)
             case cst.Assert(test=test):
                 self.eval(test)
+                self.observe(DivisibilityCheck(_names_in(test)))
             case cst.ClassDef(name=class_name):
                 self._forget_name(class_name.value)  # its body is analysed as methods
             case cst.Match():
@@ -201,9 +249,14 @@ class Interpreter:
 
     def _assign(self, targets: list[cst.BaseExpression], value: cst.BaseExpression) -> None:
         fact = self.eval(value)
+        source = dotted_name(value)
         for target in targets:
-            if not self._unpack_shape(target, value):
-                self._bind(target, fact)
+            if self._unpack_shape(target, value):
+                continue
+            self._bind(target, fact)
+            key = dotted_name(target)
+            if fact is UNKNOWN and source is not None and key is not None:
+                self.copied[key] = source
 
     def _augmented(
         self,
@@ -228,6 +281,12 @@ class Interpreter:
 
     def _if(self, statement: cst.If) -> bool:
         self.eval(statement.test)
+        if any(
+            isinstance(line, cst.SimpleStatementLine)
+            and any(isinstance(small, cst.Raise) for small in line.body)
+            for line in _body(statement.body)
+        ):
+            self.observe(DivisibilityCheck(_names_in(statement.test)))
         before = dict(self.env)
         branches: list[dict[str, Fact]] = []
         if self.run_block(_body(statement.body)):
@@ -300,6 +359,8 @@ class Interpreter:
                 items = fact.items
             elif isinstance(fact, SizeFact) and not starred:
                 items = [IntFact(dim) for dim in fact.dims]
+            elif isinstance(fact, RepeatedFact) and not starred:
+                items = [fact.item] * len(elements)
             if items is None or len(items) != len(elements):
                 items = [UNKNOWN] * len(elements)
             for element, item in zip(elements, items, strict=True):
@@ -363,7 +424,14 @@ class Interpreter:
         return Dim.symbol(name)
 
     def _parameter_fact(self, param: cst.Param) -> Fact:
-        """A parameter: a number when annotated or defaulted as one, otherwise a tensor."""
+        """A parameter: a number when annotated or defaulted as one, otherwise a tensor
+        (with the shape its jaxtyping annotation names)."""
+        if param.annotation is not None:
+            spec = self._shape_spec(param.annotation.annotation)
+            if spec is not None:
+                shape = shape_of(spec, self.annotation_sizes)
+                rank = None if shape is None else len(shape)
+                return TensorFact(shape, Layout.contiguous(rank), scaling=PARAMETER_SCALING)
         annotation = dotted_name(param.annotation.annotation) if param.annotation else None
         kind = annotation if annotation in _NUMBER_ANNOTATIONS else _literal_kind(param.default)
         if kind == "int":
@@ -423,7 +491,24 @@ class Interpreter:
             case cst.Await(expression=expression):
                 self.eval(expression)
                 return UNKNOWN
+            case cst.ListComp() | cst.SetComp() | cst.GeneratorExp():
+                return RepeatedFact(self._comprehension(node))
         return UNKNOWN
+
+    def _comprehension(self, node: cst.ListComp | cst.SetComp | cst.GeneratorExp) -> Fact:
+        """The fact of every element: ``elt`` with the loop targets unknown, in a scope of its
+        own (so ``[nn.MultiheadAttention(100, 3) for _ in range(n)]`` is still checked)."""
+        outer = dict(self.env)
+        clause: cst.CompFor | None = node.for_in
+        while clause is not None:
+            self.eval(clause.iter)
+            self._bind(clause.target, UNKNOWN)
+            for condition in clause.ifs:
+                self.eval(condition.test)
+            clause = clause.inner_for_in
+        element = self.eval(node.elt)
+        self.env = outer
+        return element
 
     def _element(self, element: cst.BaseElement) -> Fact:
         fact = self.eval(element.value)
@@ -436,6 +521,8 @@ class Interpreter:
             return QualifiedName(canonical(self.context.imports[name]))
         if name in self.context.functions:
             return FunctionRef(self.context.functions[name])
+        if name in self.context.classes:
+            return ClassRef(name)
         if name in ("float", "int", "len"):
             return QualifiedName(f"builtins.{name}")
         return UNKNOWN
@@ -461,6 +548,15 @@ class Interpreter:
             return UNKNOWN
         if isinstance(base, QualifiedName):
             return QualifiedName(canonical(f"{base.name}.{attribute}"))
+        if (
+            attribute == "weight"
+            and isinstance(base, ModuleFact)
+            and base.kind == "torch.nn.Linear"
+        ):
+            sizes = (base.out_features, base.in_features)
+            shape = None if None in sizes else tuple(size for size in sizes if size is not None)
+            layout = Layout.contiguous(2)
+            return TensorFact(shape, layout, node, is_parameter=True, is_linear_weight=True)
         if attribute in ("weight", "bias") and (
             isinstance(base, ModuleFact | TensorFact) or base is UNKNOWN
         ):
@@ -499,7 +595,7 @@ class Interpreter:
             left_tensor, right_tensor = as_tensor(left), as_tensor(right)
             if left_tensor is None or right_tensor is None:
                 return UNKNOWN
-            return matrix_product(node, left_tensor, right_tensor, node.left, node.right)
+            return matrix_product(self, node, left_tensor, right_tensor, node.left, node.right)
         symbol = {
             cst.Multiply: "*",
             cst.Divide: "/",
@@ -510,6 +606,12 @@ class Interpreter:
         sequences = (SizeFact, TupleFact)
         if symbol == "+" and isinstance(left, sequences) and isinstance(right, sequences):
             return TupleFact(_as_items(left) + _as_items(right))
+        if symbol in ("//", "*") and not (
+            isinstance(left, TensorFact) or isinstance(right, TensorFact)
+        ):
+            sizes = self._size_arithmetic(symbol, node, left, right)
+            if sizes is not None:
+                return sizes
         if symbol is not None:
             return arithmetic(node, symbol, left, right)
         if isinstance(operator, cst.Power):
@@ -518,6 +620,73 @@ class Interpreter:
             if isinstance(left, IntFact | ScalarFact) or isinstance(right, ScalarFact):
                 return ScalarFact()
         return UNKNOWN
+
+    def _size_arithmetic(
+        self, symbol: str, node: cst.BinaryOperation, left: Fact, right: Fact
+    ) -> IntFact | None:
+        """``d_model // num_heads`` or ``num_heads * head_dim`` on names not known to be
+        tensors: size arithmetic (a product needs one side already known to be a size)."""
+        if symbol == "*" and not (isinstance(left, IntFact) or isinstance(right, IntFact)):
+            return None
+        if left is not UNKNOWN and not isinstance(left, IntFact):
+            return None
+        if right is not UNKNOWN and not isinstance(right, IntFact):
+            return None
+        a, b = self.size(left, node.left), self.size(right, node.right)
+        if a is None or b is None:
+            return None
+        if symbol == "*":
+            return IntFact(a * b)
+        if a.value is None and b.value is None:
+            self._divided(node)
+        return IntFact(a.floordiv(b, origin=node))
+
+    def _divided(self, node: cst.BinaryOperation) -> None:
+        """Remember a division of named sizes, for SC502."""
+        if isinstance(node.left, cst.Name) and isinstance(node.right, cst.Name):
+            self.divisions.append((node.left.value, node.right.value))
+        constructor = self.function_name == "__init__"
+        self.observe(SizeDivision(node, _names_in(node.left), _names_in(node.right), constructor))
+
+    def _shape_spec(self, annotation: cst.BaseExpression) -> ShapeSpec | None:
+        """The shape a jaxtyping annotation (``Float[Tensor, "b l d"]``) names, if any."""
+        if not isinstance(annotation, cst.Subscript) or len(annotation.slice) != 2:
+            return None
+        kind = self._eval(annotation.value)
+        if not isinstance(kind, QualifiedName) or not kind.name.startswith("jaxtyping."):
+            return None
+        text = annotation.slice[1].slice
+        if not isinstance(text, cst.Index) or not isinstance(text.value, cst.SimpleString):
+            return None
+        value = text.value.evaluated_value
+        return parse_shape(value) if isinstance(value, str) else None
+
+    def _check_arguments(
+        self,
+        function: FunctionRef,
+        args: list[tuple[Fact, cst.BaseExpression]],
+        kwargs: dict[str, tuple[Fact, cst.BaseExpression]],
+    ) -> None:
+        """Arguments against the callee's jaxtyping annotations (names bound per call)."""
+        params = _parameters(function.node.params)
+        if function.class_name is not None and params and params[0].name.value in ("self", "cls"):
+            params = params[1:]
+        by_name = {param.name.value: param for param in params}
+        passed = [(param, argument) for param, argument in zip(params, args, strict=False)]
+        passed += [(by_name[key], argument) for key, argument in kwargs.items() if key in by_name]
+        sizes: dict[str, Dim] = {}
+        for param, (fact, node) in passed:
+            spec = self._shape_spec(param.annotation.annotation) if param.annotation else None
+            if spec is not None:
+                self._check_annotation(node, fact, spec, sizes)
+
+    def _check_annotation(
+        self, node: cst.CSTNode, fact: Fact, spec: ShapeSpec, sizes: dict[str, Dim]
+    ) -> None:
+        if isinstance(fact, TensorFact) and fact.shape is not None:
+            reason = contradiction(spec, fact.shape, sizes)
+            if reason is not None:
+                self.observe(AnnotationMismatch(node, spec.text, fact.shape, reason))
 
     def _subscript(self, node: cst.Subscript) -> Fact:
         base = self.eval(node.value)
@@ -531,6 +700,8 @@ class Interpreter:
                 return SizeFact(base.dims[window])
             if window is not None and isinstance(base, TupleFact):
                 return TupleFact(base.items[window])
+        if isinstance(base, RepeatedFact) and index is not None:
+            return base.item
         if isinstance(base, SizeFact | TupleFact) and index is not None:
             items = base.dims if isinstance(base, SizeFact) else base.items
             if -len(items) <= index < len(items):
@@ -577,7 +748,30 @@ class Interpreter:
             return transfer(op)
         if isinstance(callee, FunctionRef):
             return self._inline(callee, node, args, kwargs)
+        if isinstance(callee, ClassRef):
+            self._construct(callee, node, args, kwargs)
         return UNKNOWN
+
+    def _construct(
+        self,
+        cls: ClassRef,
+        node: cst.Call,
+        args: list[tuple[Fact, cst.BaseExpression]],
+        kwargs: dict[str, tuple[Fact, cst.BaseExpression]],
+    ) -> None:
+        """``MultiHeadAttention(100, 3)``: literal sizes its ``__init__`` divides must divide."""
+        model = self.context.classes[cls.name]
+        init = model.methods.get("__init__")
+        if init is None or not model.divisions:
+            return
+        bound = _bind_arguments(FunctionRef(init, class_name=cls.name), args, kwargs) or {}
+        for numerator, denominator in model.divisions:
+            a, b = bound.get(numerator), bound.get(denominator)
+            if isinstance(a, IntFact) and isinstance(b, IntFact):
+                top, bottom = a.dim.value, b.dim.value
+                if top is not None and bottom and top % bottom:
+                    what = f"{numerator} by {denominator}"
+                    self.observe(IndivisibleSizes(node, what, top, bottom))
 
     def _arguments(
         self, node: cst.Call
@@ -602,10 +796,12 @@ class Interpreter:
         args: list[tuple[Fact, cst.BaseExpression]],
         kwargs: dict[str, tuple[Fact, cst.BaseExpression]],
     ) -> Fact:
+        name = func.attr.value
+        if isinstance(receiver, ModuleFact) and name in _MODULE_RETURNS_ITSELF:
+            return receiver  # self.proj = nn.Linear(a, b).to(device)
         tensor = as_tensor(receiver)
         if tensor is None:
             return UNKNOWN
-        name = func.attr.value
         if name == "size":
             return self._size_call(func.value, tensor, args)
         if name in ("dim", "ndimension"):
@@ -683,6 +879,8 @@ class Interpreter:
         arguments = _bind_arguments(function, args, kwargs)
         if self.record and not self.context.call_sites_frozen:
             self.context.call_sites.setdefault(function.node, []).append(arguments)
+        if arguments is not None:
+            self._check_arguments(function, args, kwargs)
         if self.depth >= INLINE_DEPTH or arguments is None:
             return UNKNOWN
         model = self.context.classes.get(function.class_name) if function.class_name else None
@@ -694,6 +892,26 @@ class Interpreter:
 
 
 # --- helpers --------------------------------------------------------------------------------
+
+
+class _LastNames(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        self.names.add(node.attr.value)
+        return False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.add(node.value)
+
+
+def _names_in(node: cst.CSTNode) -> frozenset[str]:
+    """The names an expression mentions, attributes by their last part only
+    (``config.hidden_size`` -> ``hidden_size``)."""
+    collector = _LastNames()
+    node.visit(collector)
+    return frozenset(collector.names)
 
 
 def _bind_arguments(

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from shapecheck.analysis.dims import Dim
+from shapecheck.analysis.dims import Dim, product
 
 FREE = -1
 """Memory position of a size-1 axis: it merges with anything."""
@@ -254,3 +254,62 @@ def _smaller(left: Dim, right: Dim) -> bool:
     if left.value is not None and right.value is not None:
         return left.value <= right.value
     return len(left.factors) <= len(right.factors)
+
+
+@dataclass(frozen=True)
+class Reinterpretation:
+    """A view that moves a named axis: its values end up under other indices.
+
+    ``dim`` sits at ``old_axis`` before and ``new_axis`` after, but the sizes in front of it
+    within its group differ (``old_before`` vs ``new_before``): the view re-chunks memory, so
+    what was indexed by ``dim`` is now mixed with other axes. When more sizes stand in front
+    of it afterwards, they were moved forward (a split into heads-first axes); when fewer,
+    they were moved behind it (a merge of heads into features).
+    """
+
+    dim: Dim
+    old_axis: int
+    new_axis: int
+    old_before: Dim
+    new_before: Dim
+
+    @property
+    def moves_forward(self) -> bool:
+        """Sizes moved in front of ``dim`` (heads put before positions)."""
+        return _strictly_more(self.new_before, self.old_before)
+
+
+def reinterpreted_axis(old: tuple[Dim, ...], new: tuple[Dim, ...]) -> Reinterpretation | None:
+    """The first named axis that ``view(old -> new)`` moves to other data, if provably so.
+
+    Only named sizes that occur once on each side of their group are followed, and only when
+    one side's leading sizes are the other's times more named sizes (``L`` after ``H`` vs
+    ``L`` first): literals and unknowns prove nothing.
+    """
+    for group in _group(old, new):
+        old_dims = [old[axis] for axis in group.old]
+        new_dims = [new[axis] for axis in group.new]
+        for index, dim in enumerate(old_dims):
+            if not dim.is_named or old_dims.count(dim) != 1 or new_dims.count(dim) != 1:
+                continue
+            position = new_dims.index(dim)
+            old_before, new_before = product(old_dims[:index]), product(new_dims[:position])
+            if _strictly_more(old_before, new_before) or _strictly_more(new_before, old_before):
+                return Reinterpretation(
+                    dim, group.old[index], group.new[position], old_before, new_before
+                )
+    return None
+
+
+def _strictly_more(larger: Dim, smaller: Dim) -> bool:
+    """``larger`` is ``smaller`` times more named sizes, or times a literal above 1."""
+    if larger.has_unknown or smaller.coefficient == 0:
+        return False
+    if larger.coefficient % smaller.coefficient != 0:
+        return False
+    extra = list(larger.factors)
+    for atom in smaller.factors:
+        if atom not in extra:
+            return False
+        extra.remove(atom)
+    return bool(extra) or larger.coefficient > smaller.coefficient

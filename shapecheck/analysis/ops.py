@@ -13,7 +13,7 @@ from typing import Protocol
 
 import libcst as cst
 
-from shapecheck.analysis.dims import Dim, Quotient, product
+from shapecheck.analysis.dims import Dim, product, provably_different
 from shapecheck.analysis.facts import (
     UNKNOWN,
     AxisOp,
@@ -22,14 +22,25 @@ from shapecheck.analysis.facts import (
     ModuleFact,
     Product,
     QualifiedName,
+    RepeatedFact,
     ScalarFact,
     SizeFact,
     TensorFact,
     TupleFact,
     fresh_shape,
 )
-from shapecheck.analysis.layout import Layout, plan_view
-from shapecheck.analysis.observations import AttentionScores, IncompatibleView, Observation
+from shapecheck.analysis.layout import Layout, plan_view, reinterpreted_axis
+from shapecheck.analysis.observations import (
+    AttentionScores,
+    ExactDivisionAssumed,
+    IncompatibleView,
+    IndivisibleSizes,
+    LinearWeightProduct,
+    NoOpAxisOp,
+    Observation,
+    ReinterpretingView,
+    SizeMismatch,
+)
 
 
 class OpContext(Protocol):
@@ -233,6 +244,10 @@ def transpose(call: OpCall) -> Fact:
     first, second = call.int_arg(0, "dim0"), call.int_arg(1, "dim1")
     if first is None or second is None:
         return reorder(call, None, "transpose")
+    rank = call.receiver.rank
+    same = first == second or (rank is not None and first % rank == second % rank)
+    if same and isinstance(call.node, cst.Call):
+        call.context.observe(NoOpAxisOp(call.node, call.anchor, (first, second)))
     return swap(call, first, second, "transpose")
 
 
@@ -258,6 +273,8 @@ def last_two_swapped(call: OpCall) -> TensorFact:
 def permute(call: OpCall) -> Fact:
     axes = call.int_list(0)
     rank = call.receiver.rank
+    if axes and axes == list(range(len(axes))) and isinstance(call.node, cst.Call):
+        call.context.observe(NoOpAxisOp(call.node, call.anchor, tuple(axes)))
     if axes is None or rank is None or len(axes) != rank:
         return reorder(call, None, "permute")
     normalised = [axis % rank for axis in axes]
@@ -282,27 +299,27 @@ def movedim(call: OpCall) -> Fact:
 def _target_shape(receiver: TensorFact, sizes: list[Dim | None]) -> tuple[Dim, ...]:
     """The new shape, with one otherwise unknown size solved from the element count.
 
-    A ``-1``, or else a single size whose symbols the old shape never mentions
-    (``view(L, B, embed_dim)`` of ``[L, B*H, D]``), equals what the element count leaves —
-    when that division is exact.
+    A ``-1`` is what the element count leaves (``E // H`` if it comes to that: a view must
+    be exact). Without a ``-1``, a single size whose symbols the old shape never mentions
+    (``view(L, B, embed_dim)`` of ``[L, B*H, D]``) is replaced when the division is exact.
     """
-    if receiver.shape is not None:
-        old_symbols = {atom for dim in receiver.shape for atom in dim.factors}
-        missing = [index for index, size in enumerate(sizes) if size is None]
-        if not missing:
-            missing = [
-                index
-                for index, size in enumerate(sizes)
-                if size is not None and size.factors and not set(size.factors) & old_symbols
-            ]
-        if len(missing) == 1:
-            known = [
-                size for index, size in enumerate(sizes) if index != missing[0] and size is not None
-            ]
-            inferred = product(receiver.shape).floordiv(product(known))
-            if not any(isinstance(atom, Quotient) for atom in inferred.factors):
-                sizes = list(sizes)
-                sizes[missing[0]] = inferred
+    if receiver.shape is None:
+        return tuple(size if size is not None else Dim.symbol("?") for size in sizes)
+    old_symbols = {atom for dim in receiver.shape for atom in dim.factors}
+    missing = [index for index, size in enumerate(sizes) if size is None]
+    exact_only = not missing
+    if exact_only:
+        missing = [
+            index
+            for index, size in enumerate(sizes)
+            if size is not None and size.factors and not set(size.factors) & old_symbols
+        ]
+    if len(missing) == 1:
+        known = [size for index, size in enumerate(sizes) if index != missing[0] and size]
+        solved = product(receiver.shape).floordiv(product(known))
+        if not exact_only or len(solved.quotients) <= sum(len(d.quotients) for d in receiver.shape):
+            sizes = list(sizes)
+            sizes[missing[0]] = solved
     return tuple(size if size is not None else Dim.symbol("?") for size in sizes)
 
 
@@ -313,6 +330,17 @@ def _view_like(call: OpCall, sizes: list[Dim | None] | None, *, copies: bool) ->
         return receiver.derive(shape=None, layout=None, origin=call.node)
     shape = _target_shape(receiver, sizes)
     layout = _view_layout(call, shape, copies=copies)
+    if layout is _FAILED_VIEW:
+        layout = Layout.contiguous(len(shape))  # go on as if the author had fixed it
+    elif receiver.shape is not None and isinstance(call.node, cst.Call):
+        moved = reinterpreted_axis(receiver.shape, shape)
+        if moved is not None:
+            call.context.observe(
+                ReinterpretingView(call.node, call.anchor, receiver.shape, shape, moved)
+            )
+        for quotient in (quotient for dim in shape for quotient in dim.quotients):
+            if quotient.numerator in receiver.shape and quotient.origin is not None:
+                call.context.observe(ExactDivisionAssumed(call.node, quotient.origin))
     result = receiver.derive(shape=shape, layout=layout, origin=call.node)
     old = receiver.shape
     if (
@@ -328,6 +356,10 @@ def _view_like(call: OpCall, sizes: list[Dim | None] | None, *, copies: bool) ->
     return result
 
 
+_FAILED_VIEW = Layout(None)
+"""Marks a view PyTorch refuses (SC101 reports it)."""
+
+
 def _view_layout(call: OpCall, shape: tuple[Dim, ...], *, copies: bool) -> Layout | None:
     receiver = call.receiver
     if receiver.layout is None:
@@ -339,10 +371,11 @@ def _view_layout(call: OpCall, shape: tuple[Dim, ...], *, copies: bool) -> Layou
     plan = plan_view(receiver.shape, receiver.layout, shape)
     if not plan.merged:
         return plan.layout
-    if not copies and isinstance(call.node, cst.Call):
+    if copies:
+        return Layout.contiguous(len(shape))  # reshape copies
+    if isinstance(call.node, cst.Call):
         call.context.observe(IncompatibleView(call.node, call.anchor, receiver, plan.merged))
-    # reshape copies; after a failing view, go on as if the author had fixed it
-    return Layout.contiguous(len(shape))
+    return _FAILED_VIEW
 
 
 @tensor_op("view")
@@ -380,6 +413,66 @@ def flatten(call: OpCall) -> Fact:
     merged = product(receiver.shape[first : last + 1])
     sizes: list[Dim | None] = [*receiver.shape[:first], merged, *receiver.shape[last + 1 :]]
     return _view_like(call, sizes, copies=True)
+
+
+@tensor_op("unflatten", functions=_torch("unflatten"))
+def unflatten(call: OpCall) -> Fact:
+    receiver = call.receiver
+    axis = call.int_arg(0, "dim")
+    split = call.sizes(1, 2)
+    position = receiver.normalise_axis(axis) if axis is not None else None
+    if receiver.shape is None or position is None or split is None:
+        return receiver.derive(shape=None, layout=None, origin=call.node)
+    sizes: list[Dim | None] = [*receiver.shape[:position], *split, *receiver.shape[position + 1 :]]
+    return _view_like(call, sizes, copies=True)
+
+
+@tensor_op("repeat")
+def repeat(call: OpCall) -> Fact:
+    receiver = call.receiver
+    counts = call.sizes(0)
+    if counts is None or receiver.shape is None or len(counts) < len(receiver.shape):
+        return receiver.derive(shape=None, layout=None, origin=call.node)
+    padded = (Dim.constant(1),) * (len(counts) - len(receiver.shape)) + receiver.shape
+    shape = tuple(
+        dim * count if count is not None else Dim.symbol("?")
+        for dim, count in zip(padded, counts, strict=True)
+    )
+    return receiver.derive(shape=shape, layout=Layout.contiguous(len(shape)), origin=call.node)
+
+
+@tensor_op("repeat_interleave", functions=_torch("repeat_interleave"))
+def repeat_interleave(call: OpCall) -> Fact:
+    receiver = call.receiver
+    count = call.get(0, "repeats")
+    axis = call.int_arg(1, "dim")
+    if receiver.shape is None or count is None or axis is None:
+        return receiver.derive(shape=None, layout=None, origin=call.node)
+    position = receiver.normalise_axis(axis)
+    times = call.context.size(*count)
+    if position is None or times is None:
+        return receiver.derive(shape=None, layout=None, origin=call.node)
+    shape = list(receiver.shape)
+    shape[position] = shape[position] * times
+    return receiver.derive(
+        shape=tuple(shape), layout=Layout.contiguous(len(shape)), origin=call.node
+    )
+
+
+@tensor_op(functions=_functional("scaled_dot_product_attention"))
+def fused_attention(call: OpCall) -> Fact:
+    """``softmax(q kᵀ / sqrt(d) + mask) v``: ``[..., Lq, d] -> [..., Lq, d_v]``; the layout of
+    the output depends on the backend, so it is unknown."""
+    query, value = call.receiver, call.tensor_arg(1, "value")
+    shape = None
+    if (
+        query.shape is not None
+        and value is not None
+        and value.shape is not None
+        and len(query.shape) == len(value.shape)
+    ):
+        shape = (*query.shape[:-1], value.shape[-1])
+    return TensorFact(shape=shape, origin=call.node)
 
 
 @tensor_op("contiguous")
@@ -422,6 +515,11 @@ def unsqueeze(call: OpCall) -> Fact:
 def squeeze(call: OpCall) -> Fact:
     receiver = call.receiver
     axis = call.int_arg(0, "dim")
+    if receiver.shape is not None and call.get(0, "dim") is None:
+        if all(dim.value is not None for dim in receiver.shape):  # squeeze(): all size-1 axes
+            kept = tuple(dim for dim in receiver.shape if dim.value != 1)
+            return new_tensor(kept, call.node) if kept != receiver.shape else receiver
+        return receiver.derive(shape=None, layout=None, origin=call.node)
     if receiver.shape is None or axis is None:
         return receiver.derive(shape=None, layout=None, origin=call.node)
     position = receiver.normalise_axis(axis)
@@ -649,6 +747,7 @@ def add_method(call: OpCall) -> Fact:
 
 
 def matrix_product(
+    context: OpContext,
     node: cst.BaseExpression,
     left: TensorFact,
     right: TensorFact,
@@ -665,14 +764,17 @@ def matrix_product(
         batch = broadcast_shapes(left.shape[:-2], right.shape[:-2])
         if batch is not None:
             shape = (*batch, left.shape[-2], right.shape[-1])
+        if provably_different(left.shape[-1], right.shape[-2]):
+            context.observe(
+                SizeMismatch(node, "matrix product inner axes", left.shape[-1], right.shape[-2])
+            )
     scaling = None
     if left.scaling is not None and right.scaling is not None:
         scaling = left.scaling + right.scaling
-    result = new_tensor(shape, node)
-    return result.derive(
-        scaling=scaling,
-        product=Product(node, left, right, left_node, right_node, -1, -2),
-    )
+    product = Product(node, left, right, left_node, right_node, -1, -2)
+    if right.is_linear_weight:
+        context.observe(LinearWeightProduct(product))
+    return new_tensor(shape, node).derive(scaling=scaling, product=product)
 
 
 @tensor_op("matmul", "bmm", "mm", functions=_torch("matmul", "bmm", "mm"))
@@ -683,7 +785,9 @@ def matmul(call: OpCall) -> Fact:
     right = as_tensor(other[0])
     if right is None:
         return UNKNOWN
-    return matrix_product(call.node, call.receiver, right, call.receiver_node, other[1])
+    return matrix_product(
+        call.context, call.node, call.receiver, right, call.receiver_node, other[1]
+    )
 
 
 @function_op("torch.baddbmm")
@@ -694,7 +798,7 @@ def baddbmm(call: OpCall) -> Fact:
     left, right = as_tensor(operands[0][0]), as_tensor(operands[1][0])
     if left is None or right is None:
         return TensorFact(origin=call.node, scaling=None)
-    result = matrix_product(call.node, left, right, operands[0][1], operands[1][1])
+    result = matrix_product(call.context, call.node, left, right, operands[0][1], operands[1][1])
     if call.get(None, "alpha") is not None:
         result = result.derive(scaling=_scaled(result, call.node), product=result.product)
     return result
@@ -762,7 +866,18 @@ def linear_function(call: OpCall) -> Fact:
 
 @module_op("torch.nn.Linear")
 def linear_module(call: OpCall) -> Fact:
-    return _projected(call, call.module.out_features if call.module else None)
+    module = call.module
+    width = call.receiver.shape[-1] if call.receiver.shape else None
+    if (
+        module is not None
+        and module.in_features is not None
+        and width is not None
+        and provably_different(module.in_features, width)
+    ):
+        call.context.observe(
+            SizeMismatch(call.node, "nn.Linear input width", module.in_features, width)
+        )
+    return _projected(call, module.out_features if module else None)
 
 
 def _projected(call: OpCall, out: Dim | None) -> TensorFact:
@@ -774,12 +889,17 @@ def _projected(call: OpCall, out: Dim | None) -> TensorFact:
 
 @module_op("torch.nn.LayerNorm", "torch.nn.RMSNorm")
 def norm_module(call: OpCall) -> Fact:
-    return new_tensor(call.receiver.shape, call.node)
+    return _normalised(call)
 
 
 @tensor_op(functions=_functional("layer_norm", "rms_norm"))
 def norm_function(call: OpCall) -> Fact:
-    return new_tensor(call.receiver.shape, call.node)
+    return _normalised(call)
+
+
+def _normalised(call: OpCall) -> TensorFact:
+    # a norm's learned gain acts as a temperature on q and k (QK-norm): scaling unknown
+    return new_tensor(call.receiver.shape, call.node).derive(scaling=None)
 
 
 # --- softmax -----------------------------------------------------------------------------
@@ -838,9 +958,30 @@ def parameter(call: OpCall) -> Fact:
 
 @function_op("torch.nn.Linear")
 def linear_constructor(call: OpCall) -> Fact:
-    argument = call.get(1, "out_features")
-    out = call.context.size(*argument) if argument is not None else None
-    return ModuleFact("torch.nn.Linear", out_features=out)
+    sizes = [call.get(0, "in_features"), call.get(1, "out_features")]
+    in_features, out_features = (
+        call.context.size(*argument) if argument is not None else None for argument in sizes
+    )
+    return ModuleFact("torch.nn.Linear", in_features=in_features, out_features=out_features)
+
+
+@function_op("torch.nn.ModuleList", "torch.nn.ParameterList")
+def module_list(call: OpCall) -> Fact:
+    """The modules as listed (indexing ``self.linears[0]`` finds the layer)."""
+    modules = call.get(0, "modules")
+    if modules is not None and isinstance(modules[0], TupleFact | RepeatedFact):
+        return modules[0]
+    return UNKNOWN
+
+
+@function_op("torch.nn.MultiheadAttention")
+def multihead_attention_constructor(call: OpCall) -> Fact:
+    embed_dim, num_heads = call.int_arg(0, "embed_dim"), call.int_arg(1, "num_heads")
+    if embed_dim and num_heads and embed_dim % num_heads and isinstance(call.node, cst.Call):
+        call.context.observe(
+            IndivisibleSizes(call.node, "embed_dim by num_heads", embed_dim, num_heads)
+        )
+    return ModuleFact("torch.nn.MultiheadAttention")
 
 
 @function_op("torch.nn.Softmax")
@@ -938,30 +1079,36 @@ def unbind(call: OpCall) -> Fact:
 
 @function_op(*_torch("cat", "concat", "concatenate", "stack"))
 def concatenate(call: OpCall) -> Fact:
-    """``cat`` keeps the rank of its inputs (all equal at run time); ``stack`` adds one."""
+    """``cat`` keeps the rank of its inputs (all equal at run time); ``stack`` adds one.
+    The values are the inputs' own: scaled alike if every input is."""
     first = call.get(0, "tensors")
-    known = []
-    if first is not None and isinstance(first[0], TupleFact):
-        tensors = [as_tensor(item) for item in first[0].items]
-        known = [
-            tensor.shape for tensor in tensors if tensor is not None and tensor.shape is not None
-        ]
-    if not known:
-        return new_tensor(None, call.node)
-    shape = known[0]
+    tensors = (
+        [as_tensor(item) for item in first[0].items]
+        if first and isinstance(first[0], TupleFact)
+        else []
+    )
+    shapes = [tensor.shape for tensor in tensors if tensor is not None and tensor.shape is not None]
+    scalings = {tensor.scaling if tensor is not None else None for tensor in tensors}
+    scaling = scalings.pop() if len(scalings) == 1 else None
+    return new_tensor(_concatenated_shape(call, shapes), call.node).derive(scaling=scaling)
+
+
+def _concatenated_shape(call: OpCall, shapes: list[tuple[Dim, ...]]) -> tuple[Dim, ...] | None:
+    if not shapes:
+        return None
+    shape = shapes[0]
     axis = call.int_arg(1, "dim")
     axis = 0 if axis is None and call.get(1, "dim") is None else axis
     if call.name == "torch.stack":
         if axis is None or not -len(shape) - 1 <= axis <= len(shape):
-            return new_tensor(fresh_shape(len(shape) + 1), call.node)
+            return fresh_shape(len(shape) + 1)
         position = axis % (len(shape) + 1)
-        return new_tensor((*shape[:position], Dim.symbol("?"), *shape[position:]), call.node)
+        return (*shape[:position], Dim.symbol("?"), *shape[position:])
     if axis is None or not -len(shape) <= axis < len(shape):
-        return new_tensor(fresh_shape(len(shape)), call.node)
+        return fresh_shape(len(shape))
     position = axis % len(shape)
-    others = [dims for dims in known if len(dims) == len(shape)]
-    joined = tuple(
+    others = [dims for dims in shapes if len(dims) == len(shape)]
+    return tuple(
         Dim.symbol("?") if index == position or any(d[index] != dim for d in others) else dim
         for index, dim in enumerate(shape)
     )
-    return new_tensor(joined, call.node)

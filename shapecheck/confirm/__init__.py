@@ -136,7 +136,9 @@ def _record(case: Callable[..., Any], kind: OutcomeKind, detail: str) -> None:
         return
     subject = case if inspect.isfunction(case) or inspect.isclass(case) else type(case)
     lines, first_line = inspect.getsourcelines(subject)
-    path = str(Path(inspect.getsourcefile(subject) or "<unknown>").resolve())
+    # a decorated function (@jaxtyped, functools.wraps) is recorded where it is written
+    source = inspect.getsourcefile(inspect.unwrap(subject)) if callable(subject) else None
+    path = str(Path(source or "<unknown>").resolve())
     detail = re.sub(r"\s+", " ", detail)
     _recorded.append(
         Outcome(_name(case), path, first_line, first_line + len(lines) - 1, kind, detail)

@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+
+from shapecheck.analysis import ModuleAnalysis
+from shapecheck.analysis.dims import format_shape
+from shapecheck.analysis.observations import AttentionScores, ReinterpretingView
+from shapecheck.rule import Rule, Violation
+
+
+class HeadSplitWithoutTranspose(Rule):
+    """
+    ## What it does
+    Finds a `view`/`reshape` that splits the features of `[B, L, H*D]` straight into a
+    heads-first layout — `(B, H, L, D)`, `(B*H, L, D)`, `(H, B, L, D)` — or otherwise moves a
+    named axis onto other data, without the transpose that would move the data with it.
+
+    ## Why is this bad?
+    `view` and `reshape` re-read memory in order; they never move data between axes. Viewing
+    `[B, L, H*D]` as `(B, H, L, D)` makes "head 0" the first `L/H` positions' features and
+    "position 1" a slice of one position's features: every head attends over scrambled
+    tokens. Shapes line up, so nothing crashes; the model just learns worse.
+
+    ## Example
+    ```python
+    q = self.wq(x).view(B, self.num_heads, L, self.head_dim)
+    ```
+
+    ## Use instead
+    ```python
+    q = self.wq(x).view(B, L, self.num_heads, self.head_dim).transpose(1, 2)
+    ```
+
+    ## Runtime evidence
+    No error: the output has the right shape and differs from the reference
+    (`shapecheck.reference.MultiHeadAttention` with the same weights; fixtures/SC102_*.py).
+    Real cases: hyunwoongko/transformer PR#4, Informer2020#59, FuxiCTR#30, QAnet-pytorch#2.
+    Traps that stay quiet: time-first `(L, B*H, D)` then `transpose(0, 1)`, flash-attn's
+    `(B, L, H, D)`, head-major fused weights.
+    """
+
+    code = "SC102"
+    name = "head-split-without-transpose"
+    severity = "error"
+    summary = "`view`/`reshape` splits features into heads-first axes without a transpose"
+
+    def check(self, analysis: ModuleAnalysis) -> Iterator[Violation]:
+        keys = _keys_viewed_as_transposed(analysis)
+        for view in analysis.observations(ReinterpretingView):
+            if not view.moved.moves_forward or view.call in keys:
+                continue  # a merge (SC103), or keys SC201 reports
+            moved = view.moved
+            yield Violation(
+                view.anchor,
+                f"reshapes {format_shape(view.old_shape)} into {format_shape(view.new_shape)} "
+                f"without a transpose: axis {moved.dim} is re-read from memory laid out "
+                f"differently, so heads mix positions and features silently; view with the "
+                "heads after the sequence axis, then `.transpose(...)` them forward",
+            )
+
+
+def _keys_viewed_as_transposed(analysis: ModuleAnalysis) -> set[cst.CSTNode]:
+    """Attention keys made by a view that swaps the last two sizes: SC201 reports those."""
+    found: set[cst.CSTNode] = set()
+    for scores in analysis.observations(AttentionScores):
+        keys = scores.product.right
+        if keys.axis_op is not None and keys.axis_op.name == "view":
+            found.add(keys.axis_op.node)
+    return found

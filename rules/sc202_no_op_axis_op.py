@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+
+from shapecheck.analysis import ModuleAnalysis
+from shapecheck.analysis.observations import NoOpAxisOp
+from shapecheck.rule import Rule, Violation
+
+
+class NoOpAxisOperation(Rule):
+    """
+    ## What it does
+    Finds `permute` with the identity order and `transpose`/`swapaxes` of an axis with itself
+    (`transpose(2, 2)`, or `transpose(-1, 3)` on a 4-D tensor).
+
+    ## Why is this bad?
+    The call does nothing, so the author meant something else — usually a real swap, as in
+    Self-Attention-GAN#11 where `permute(0, 1, 2)` stood where `permute(0, 2, 1)` was
+    needed. The next product then crashes on mismatched sizes, or, when sizes coincide,
+    silently computes the wrong thing.
+
+    ## Example
+    ```python
+    proj_query = self.query_conv(x).view(B, -1, W * H).permute(0, 1, 2)
+    ```
+
+    ## Use instead
+    ```python
+    proj_query = self.query_conv(x).view(B, -1, W * H).permute(0, 2, 1)
+    ```
+
+    ## Runtime evidence
+    The no-op itself runs; what follows raises, e.g. `RuntimeError: The size of tensor a (5)
+    must match the size of tensor b (3) at non-singleton dimension 1` or `RuntimeError:
+    running_mean should contain 5 elements not 12` (fixtures/SC202_*.py).
+    """
+
+    code = "SC202"
+    name = "no-op-axis-op"
+    severity = "warning"
+    summary = "`permute`/`transpose` that leaves every axis where it was"
+
+    def check(self, analysis: ModuleAnalysis) -> Iterator[Violation]:
+        for op in analysis.observations(NoOpAxisOp):
+            name = op.call.func.attr.value if isinstance(op.call.func, cst.Attribute) else "op"
+            axes = ", ".join(str(axis) for axis in op.axes)
+            what = "keeps every axis in place" if name == "permute" else "swaps an axis with itself"
+            yield Violation(
+                op.anchor, f"`{name}({axes})` {what}: it does nothing; which axes were meant?"
+            )
