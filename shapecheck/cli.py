@@ -30,6 +30,12 @@ if TYPE_CHECKING:
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
+class InputError(click.ClickException):
+    """A file that cannot be read or a name that is not there: exit status 2, no usage text."""
+
+    exit_code = EXIT_ERROR
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("paths", nargs=-1, type=click.Path(path_type=str))
 @click.option(
@@ -61,6 +67,11 @@ EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 @click.option(
     "--stdin-filename", help="With PATH '-': the path to report for source read from stdin."
 )
+@click.option(
+    "--show-shapes",
+    is_flag=True,
+    help="Print each PATH[:Class.method] with the shapes the analysis infers, and exit.",
+)
 @click.option("--list-rules", is_flag=True, help="List every rule and exit.")
 @click.option("--explain", metavar="CODE", help="Print a rule's documentation and exit.")
 @click.version_option(__version__, "--version", prog_name="shapecheck")
@@ -75,6 +86,7 @@ def main(
     config_path: Path | None,
     isolated: bool,
     stdin_filename: str | None,
+    show_shapes: bool,
     list_rules: bool,
     explain: str | None,
 ) -> None:
@@ -90,6 +102,9 @@ def main(
         if rule is None:
             raise click.UsageError(f"no rule {explain!r} (see --list-rules)")
         click.echo(f"{rule.code} {rule.name} ({rule.severity})\n\n{rule.documentation()}")
+        return
+    if show_shapes:
+        _show_shapes(paths)
         return
     if list_rules:
         for rule_class in all_rules():
@@ -134,6 +149,31 @@ def main(
     if any(result.unreadable for result in results):
         sys.exit(EXIT_ERROR)
     sys.exit(EXIT_FINDINGS if diagnostics else EXIT_CLEAN)
+
+
+def _show_shapes(paths: Sequence[str]) -> None:
+    from shapecheck.diagnostics import Diagnostic
+    from shapecheck.show import show_shapes
+    from shapecheck.source import parse_source
+
+    if not paths:
+        raise click.UsageError("--show-shapes needs FILE.py[:Class.method] arguments")
+    listings = []
+    for argument in paths:
+        path, _, selector = argument.partition(".py:")
+        path = path + ".py" if selector else argument
+        try:
+            with open(path, "rb") as file:
+                source = parse_source(file.read(), path)
+        except OSError as error:
+            raise InputError(f"{path}: cannot read: {error.strerror}") from error
+        if isinstance(source, Diagnostic):
+            raise InputError(f"{path}:{source.line}:{source.column}: {source.message}")
+        try:
+            listings.append(show_shapes(source, selector or None))
+        except LookupError as error:
+            raise InputError(str(error)) from error
+    click.echo("\n\n".join(listings))
 
 
 def _settings(

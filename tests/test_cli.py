@@ -238,3 +238,36 @@ def _places(result: Result) -> list[tuple[str, str]]:
         if len(parts) > 1 and parts[1].startswith("SC") and parts[0].count(":") >= 3:
             found.append((parts[0].split(":")[0], parts[1]))
     return found
+
+
+def test_show_shapes_annotates_each_assignment(cli: Cli, write: Write) -> None:
+    write(
+        "model.py",
+        "import torch\n\n\n"
+        "class Attention(torch.nn.Module):\n"
+        "    def __init__(self, d_model, num_heads):\n"
+        "        super().__init__()\n"
+        "        self.num_heads = num_heads\n"
+        "        self.head_dim = d_model // num_heads\n"
+        "        self.wq = torch.nn.Linear(d_model, d_model)\n\n"
+        "    def forward(self, x):\n"
+        "        B, L, _ = x.shape\n"
+        "        q = self.wq(x).view(B, -1, self.num_heads, self.head_dim).transpose(1, 2)\n"
+        "        return q\n",
+    )
+    result = cli("--show-shapes", "model.py:Attention.forward")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == "model.py:11 Attention.forward"
+    assert lines[1].endswith("# x: ?")
+    assert lines[3].endswith("# q: [B, self.num_heads, L, self.head_dim]")
+    assert len(lines) == 5
+
+
+def test_show_shapes_errors(cli: Cli, write: Write) -> None:
+    write("model.py", CLEAN)
+    result = cli("--show-shapes", "model.py:nothing")
+    assert result.exit_code == 2
+    assert "no function 'nothing'; functions: merge_heads" in result.output
+    assert cli("--show-shapes", "missing.py").exit_code == 2
+    assert cli("--show-shapes").exit_code == 2

@@ -107,6 +107,8 @@ class FunctionFacts:
     name: str
     facts: dict[cst.CSTNode, Fact]
     observations: list[Observation]
+    bindings: list[tuple[cst.CSTNode, str, Fact]]
+    """``(target, name, fact)`` for every parameter and assignment, in order."""
 
 
 class Interpreter:
@@ -131,6 +133,7 @@ class Interpreter:
         self.returns: list[Fact] = []
         self.copied: dict[str, str] = {}
         """``target -> source`` for assignments of an unknown name (``self.h = h``)."""
+        self.bindings: list[tuple[cst.CSTNode, str, Fact]] = []
         self.divisions: list[tuple[str, str]] = []
         """``a // b`` of plain names, as written."""
         self.function_name = ""
@@ -174,6 +177,8 @@ class Interpreter:
             elif name not in ("self", "cls"):
                 # a constructor's untyped parameters are sizes and options, not tensors
                 self.env[name] = UNKNOWN if constructor else self._parameter_fact(param)
+            if self.record and name in self.env:
+                self.bindings.append((param.name, name, self.env[name]))
         if node.returns is not None:
             self.return_spec = self._shape_spec(node.returns.annotation)
         self.run_block(_body(node.body))
@@ -189,7 +194,7 @@ class Interpreter:
         return all(self._statement(statement) for statement in statements)
 
     def result(self, node: cst.FunctionDef | cst.Module, name: str) -> FunctionFacts:
-        return FunctionFacts(node, name, self.facts, self.observations)
+        return FunctionFacts(node, name, self.facts, self.observations, self.bindings)
 
     # --- statements ---------------------------------------------------------------------------
 
@@ -351,6 +356,8 @@ class Interpreter:
                 return
             self._forget_name(key)
             self.env[key] = fact
+            if self.record:
+                self.bindings.append((target, key, fact))
         elif isinstance(target, cst.Tuple | cst.List):
             elements = [element.value for element in target.elements]
             items: Sequence[Fact] | None = None

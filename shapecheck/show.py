@@ -1,0 +1,75 @@
+"""``shapecheck --show-shapes file.py[:Class.method]``: a function annotated with the shapes
+the analysis infers, the way a person writes them in the margin.
+
+    12 |         q = self.wq(x).view(B, -1, H, D).transpose(1, 2)  # q: [B, H, L, D]
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+
+import libcst as cst
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+
+from shapecheck.analysis import analyse
+from shapecheck.analysis.dims import format_shape
+from shapecheck.analysis.facts import Fact, IntFact, TensorFact
+from shapecheck.analysis.interpreter import FunctionFacts
+from shapecheck.source import Source
+
+_NOTE_COLUMN = 60
+
+
+def show_shapes(source: Source, selector: str | None) -> str:
+    """The annotated listing of the function ``selector`` names (every function if ``None``).
+
+    Raises ``LookupError`` naming the functions there are when ``selector`` matches none.
+    """
+    functions = [
+        function
+        for function in analyse(source.module).functions
+        if isinstance(function.node, cst.FunctionDef)
+        and (selector is None or function.name == selector)
+    ]
+    if not functions:
+        names = sorted(
+            function.name
+            for function in analyse(source.module).functions
+            if isinstance(function.node, cst.FunctionDef)
+        )
+        known = ", ".join(names) if names else "none (the file does not use torch?)"
+        raise LookupError(f"{source.path}: no function {selector!r}; functions: {known}")
+    positions = MetadataWrapper(source.module, unsafe_skip_copy=True).resolve(PositionProvider)
+    lines = source.text.splitlines()
+    return "\n\n".join(_listing(source.path, lines, positions, function) for function in functions)
+
+
+def _listing(
+    path: str,
+    lines: list[str],
+    positions: Mapping[cst.CSTNode, CodeRange],
+    function: FunctionFacts,
+) -> str:
+    where = positions[function.node]
+    notes: dict[int, list[str]] = defaultdict(list)
+    for target, name, fact in function.bindings:
+        note = _describe(name, fact)
+        if note is not None:
+            notes[positions[target].start.line].append(note)
+    out = [f"{path}:{where.start.line} {function.name}"]
+    for number in range(where.start.line, where.end.line + 1):
+        text = lines[number - 1].rstrip() if number <= len(lines) else ""
+        row = f"{number:>5} | {text}"
+        if notes.get(number):
+            row = f"{row:<{_NOTE_COLUMN}}  # {'; '.join(notes[number])}"
+        out.append(row)
+    return "\n".join(out)
+
+
+def _describe(name: str, fact: Fact) -> str | None:
+    if isinstance(fact, TensorFact):
+        return f"{name}: {format_shape(fact.shape)}"
+    if isinstance(fact, IntFact) and str(fact.dim) != name:
+        return f"{name} = {fact.dim}"
+    return None
