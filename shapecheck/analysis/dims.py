@@ -12,6 +12,7 @@ object: equal names from different places stay apart.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field, replace
 
 _serials = itertools.count(1)
@@ -118,7 +119,19 @@ class Dim:
         if remaining is not None:
             factors, coefficient = remaining
             return Dim(coefficient, tuple(factors))
-        return Dim.of(Quotient(self, other, origin))
+        # cancel what both share: (B*L*E) // (B*L*H) is E // H
+        numerator, denominator = list(self.factors), []
+        for atom in other.factors:
+            if atom in numerator:
+                numerator.remove(atom)
+            else:
+                denominator.append(atom)
+        common = math.gcd(self.coefficient, other.coefficient) or 1
+        top = Dim(self.coefficient // common, tuple(numerator))
+        bottom = Dim(other.coefficient // common, tuple(denominator))
+        if bottom == Dim.constant(1):
+            return top
+        return Dim.of(Quotient(top, bottom, origin))
 
     @property
     def quotients(self) -> tuple[Quotient, ...]:
