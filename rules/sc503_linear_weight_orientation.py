@@ -3,6 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from shapecheck.analysis import ModuleAnalysis
+from shapecheck.analysis.facts import Product
 from shapecheck.analysis.observations import LinearWeightProduct
 from shapecheck.rule import Rule, Violation
 
@@ -11,7 +12,9 @@ class LinearWeightOrientation(Rule):
     """
     ## What it does
     Finds `x @ lin.weight` / `torch.matmul(x, self.proj.weight)` where `lin` is an
-    `nn.Linear`.
+    `nn.Linear` that is square, or `x` is known to be the layer's own input (its last axis is
+    the layer's `in_features`). A non-square weight times a tensor of unknown width may be a
+    deliberate reverse projection (tied weights) and stays quiet.
 
     ## Why is this bad?
     `nn.Linear(in, out)` stores its weight as `[out, in]` and computes `x @ weight.T + bias`.
@@ -43,9 +46,26 @@ class LinearWeightOrientation(Rule):
 
     def check(self, analysis: ModuleAnalysis) -> Iterator[Violation]:
         for product in analysis.observations(LinearWeightProduct):
+            if not _uses_weight_as_input_projection(product.product):
+                continue
             weight = analysis.source(product.product.right_node).strip()
             yield Violation(
                 product.product.right_node,
                 f"`{weight}` is an nn.Linear weight, stored as [out, in]; multiplying by it "
                 f"uses it as [in, out]: call the layer, or use `{weight}.T`",
             )
+
+
+def _uses_weight_as_input_projection(product: Product) -> bool:
+    """A square layer's weight (silently transposed), or the layer's own input times it.
+
+    A non-square weight times a tensor of unknown width may be a deliberate reverse
+    projection (tied weights, `h @ proj.weight` with `h` as wide as the layer's output).
+    """
+    weight = product.right.shape
+    if weight is None or len(weight) != 2:
+        return False
+    out_features, in_features = weight
+    if out_features == in_features:
+        return True
+    return product.left.last_dim == in_features

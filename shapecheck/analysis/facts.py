@@ -133,16 +133,26 @@ class TensorFact(Fact):
     product: Product | None = None
     axis_op: AxisOp | None = None
     is_linear_weight: bool = False
+    known_last: Dim | None = None
+    """The last axis's size when the rank is unknown (an ``nn.Linear`` output)."""
 
     @property
     def rank(self) -> int | None:
         return None if self.shape is None else len(self.shape)
+
+    @property
+    def last_dim(self) -> Dim | None:
+        if self.shape is not None:
+            return self.shape[-1] if self.shape else None
+        return self.known_last
 
     def derive(self, **changes: object) -> TensorFact:
         """A new value computed from this one: same facts unless changed, no axis op, and
         no longer an ``nn.Linear`` weight as stored."""
         changes.setdefault("axis_op", None)
         changes.setdefault("is_linear_weight", False)
+        if "shape" in changes:
+            changes.setdefault("known_last", None)
         return replace(self, **changes)  # type: ignore[arg-type]
 
     def normalise_axis(self, axis: int) -> int | None:

@@ -752,7 +752,9 @@ class Interpreter:
             if transfer is None or tensor is None:
                 return UNKNOWN
             op = OpCall(callee.kind, node, func, tensor, args[0][1], self, args[1:], kwargs, callee)
-            return transfer(op)
+            result = transfer(op)
+            self._learn_width(args[0][1], tensor, callee)
+            return result
         if isinstance(callee, FunctionRef):
             return self._inline(callee, node, args, kwargs)
         if isinstance(callee, ClassRef):
@@ -826,6 +828,22 @@ class Interpreter:
         if in_place:
             self._rebind(func.value, result)
         return result
+
+    def _learn_width(
+        self, argument: cst.BaseExpression, tensor: TensorFact, module: ModuleFact
+    ) -> None:
+        """After ``self.proj(x)`` with ``proj = nn.Linear(E, ...)``, ``x`` is ``E`` wide."""
+        width = module.in_features
+        key = dotted_name(argument)
+        if module.kind != "torch.nn.Linear" or width is None or key not in self.env:
+            return
+        last = tensor.last_dim
+        if last is not None and not last.has_unknown:
+            return
+        if tensor.shape is None:
+            self.env[key] = replace(tensor, known_last=width)
+        elif tensor.shape:
+            self.env[key] = replace(tensor, shape=(*tensor.shape[:-1], width))
 
     def _rebind(self, target: cst.BaseExpression, fact: Fact) -> None:
         key = dotted_name(target)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from shapecheck.analysis.dims import Dim, product
+from shapecheck.analysis.dims import Dim, product, provably_different
 
 FREE = -1
 """Memory position of a size-1 axis: it merges with anything."""
@@ -239,7 +239,8 @@ def _group_middle(
                 break
         if left != right:
             break
-        groups.append(_Group(range(i, a), range(j, b), True))
+        certain = _indivisible(old[i:a], new[j:b])
+        groups.append(_Group(range(i, a), range(j, b), certain))
         i, j = a, b
         start_i, start_j = i, j
     if start_i < end_old or start_j < end_new:
@@ -247,6 +248,24 @@ def _group_middle(
         certain = end_old - start_i == 1
         groups.append(_Group(range(start_i, end_old), range(start_j, end_new), certain))
     return groups
+
+
+def _indivisible(old: tuple[Dim, ...], new: tuple[Dim, ...]) -> bool:
+    """Is ``old -> new`` one chunk for PyTorch too, whatever the sizes are at run time?
+
+    A split of one axis or a merge into one axis always is. Otherwise every place where
+    both sides could be cut must be impossible: one side's leading sizes provably more than
+    the other's. Differently named sizes may be equal (``n_heads`` and ``num_heads``), and
+    then PyTorch cuts there and sees no merge at all.
+    """
+    if len(old) == 1 or len(new) == 1:
+        return True
+    for cut_old in range(1, len(old)):
+        for cut_new in range(1, len(new)):
+            a, b = product(old[:cut_old]), product(new[:cut_new])
+            if not (_strictly_more(a, b) or _strictly_more(b, a) or provably_different(a, b)):
+                return False
+    return True
 
 
 def _smaller(left: Dim, right: Dim) -> bool:

@@ -242,8 +242,8 @@ def swap(call: OpCall, first: int, second: int, name: str) -> TensorFact:
 )
 def transpose(call: OpCall) -> Fact:
     first, second = call.int_arg(0, "dim0"), call.int_arg(1, "dim1")
-    if first is None or second is None:
-        return reorder(call, None, "transpose")
+    if first is None or second is None or len(call.args) > 2:
+        return reorder(call, None, "transpose")  # numpy's transpose(*axes) is a permute
     rank = call.receiver.rank
     same = first == second or (rank is not None and first % rank == second % rank)
     if same and isinstance(call.node, cst.Call):
@@ -867,7 +867,7 @@ def linear_function(call: OpCall) -> Fact:
 @module_op("torch.nn.Linear")
 def linear_module(call: OpCall) -> Fact:
     module = call.module
-    width = call.receiver.shape[-1] if call.receiver.shape else None
+    width = call.receiver.last_dim
     if (
         module is not None
         and module.in_features is not None
@@ -881,10 +881,11 @@ def linear_module(call: OpCall) -> Fact:
 
 
 def _projected(call: OpCall, out: Dim | None) -> TensorFact:
+    """``[..., in] -> [..., out]`` (only the last axis known when the rank is not)."""
     shape = call.receiver.shape
     if shape is not None and len(shape) >= 1:
         shape = (*shape[:-1], out if out is not None else Dim.symbol("?"))
-    return new_tensor(shape, call.node)
+    return new_tensor(shape, call.node).derive(known_last=out)
 
 
 @module_op("torch.nn.LayerNorm", "torch.nn.RMSNorm")
@@ -982,6 +983,21 @@ def multihead_attention_constructor(call: OpCall) -> Fact:
             IndivisibleSizes(call.node, "embed_dim by num_heads", embed_dim, num_heads)
         )
     return ModuleFact("torch.nn.MultiheadAttention")
+
+
+@function_op("torch.nn.Embedding")
+def embedding_constructor(call: OpCall) -> Fact:
+    sizes = [call.get(0, "num_embeddings"), call.get(1, "embedding_dim")]
+    count, width = (call.context.size(*argument) if argument else None for argument in sizes)
+    return ModuleFact("torch.nn.Embedding", in_features=count, out_features=width)
+
+
+@module_op("torch.nn.Embedding")
+def embedding_module(call: OpCall) -> Fact:
+    """Token ids ``[...]`` -> vectors ``[..., embedding_dim]``."""
+    ids, module = call.receiver.shape, call.module
+    width = module.out_features if module and module.out_features else Dim.symbol("?")
+    return new_tensor(None if ids is None else (*ids, width), call.node).derive(known_last=width)
 
 
 @function_op("torch.nn.Softmax")
