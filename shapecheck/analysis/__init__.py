@@ -202,7 +202,9 @@ def _class_model(
         if not key.startswith("self.") or key.count(".") != 1:
             continue
         source = interpreter.copied.get(key)
-        if fact is UNKNOWN and source in interpreter.symbols:
+        if fact is UNKNOWN and key in interpreter.symbols:
+            fact = IntFact(interpreter.symbols[key])  # self.h used as a size in __init__
+        elif fact is UNKNOWN and source in interpreter.symbols:
             fact = IntFact(interpreter.symbols[source])  # self.h = h, h used as a size
         stored[key.removeprefix("self.")] = fact
     model.attributes.update(stored)

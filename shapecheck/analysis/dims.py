@@ -63,10 +63,15 @@ def _atom_key(atom: Atom) -> tuple[int, str, int]:
 
 @dataclass(frozen=True)
 class Dim:
-    """``coefficient * factors[0] * factors[1] * …`` with factors kept sorted."""
+    """``coefficient * factors[0] * factors[1] * …`` with factors kept sorted.
+
+    ``assumes`` lists the divisions this size took to be exact on the way (``H * (E // H)``
+    is ``E`` assuming ``E // H`` exact); it takes no part in equality.
+    """
 
     coefficient: int
     factors: tuple[Atom, ...] = ()
+    assumes: frozenset[Quotient] = field(default=frozenset(), compare=False)
 
     @staticmethod
     def constant(value: int) -> Dim:
@@ -88,6 +93,7 @@ class Dim:
     def __mul__(self, other: Dim) -> Dim:
         coefficient = self.coefficient * other.coefficient
         factors = [*self.factors, *other.factors]
+        assumes = set(self.assumes | other.assumes)
         # (n // d) * d == n: a division that sizes a tensor is taken to be exact
         cancelled = True
         while cancelled:
@@ -101,9 +107,10 @@ class Dim:
                         rest, coefficient = remaining
                         factors = [*rest, *atom.numerator.factors]
                         coefficient *= atom.numerator.coefficient
+                        assumes.add(atom)
                         cancelled = True
                         break
-        return Dim(coefficient, tuple(sorted(factors, key=_atom_key)))
+        return Dim(coefficient, tuple(sorted(factors, key=_atom_key)), frozenset(assumes))
 
     @property
     def is_named(self) -> bool:
@@ -115,23 +122,34 @@ class Dim:
         return any(_is_unknown(atom) for atom in self.factors)
 
     def floordiv(self, other: Dim, origin: object = None) -> Dim:
-        remaining = _without(list(self.factors), self.coefficient, other)
+        dividend, divisor = self, other
+        assumed = set(self.assumes | other.assumes)
+        # x // (a // b) is (x * b) // a, taking a // b as exact
+        while divisor.quotients:
+            quotient = divisor.quotients[0]
+            rest = list(divisor.factors)
+            rest.remove(quotient)
+            divisor = Dim(divisor.coefficient, tuple(rest)) * quotient.numerator
+            dividend = dividend * quotient.denominator
+            assumed.add(quotient)
+        assumed |= dividend.assumes | divisor.assumes
+        remaining = _without(list(dividend.factors), dividend.coefficient, divisor)
         if remaining is not None:
             factors, coefficient = remaining
-            return Dim(coefficient, tuple(factors))
+            return Dim(coefficient, tuple(factors), frozenset(assumed))
         # cancel what both share: (B*L*E) // (B*L*H) is E // H
-        numerator, denominator = list(self.factors), []
-        for atom in other.factors:
+        numerator, denominator = list(dividend.factors), []
+        for atom in divisor.factors:
             if atom in numerator:
                 numerator.remove(atom)
             else:
                 denominator.append(atom)
-        common = math.gcd(self.coefficient, other.coefficient) or 1
-        top = Dim(self.coefficient // common, tuple(numerator))
-        bottom = Dim(other.coefficient // common, tuple(denominator))
+        common = math.gcd(dividend.coefficient, divisor.coefficient) or 1
+        top = Dim(dividend.coefficient // common, tuple(numerator))
+        bottom = Dim(divisor.coefficient // common, tuple(denominator))
         if bottom == Dim.constant(1):
-            return top
-        return Dim.of(Quotient(top, bottom, origin))
+            return Dim(top.coefficient, top.factors, frozenset(assumed))
+        return Dim(1, (Quotient(top, bottom, origin),), frozenset(assumed))
 
     @property
     def quotients(self) -> tuple[Quotient, ...]:
@@ -176,17 +194,29 @@ def product(dims: tuple[Dim, ...] | list[Dim]) -> Dim:
 
 def substitute(dim: Dim, mapping: dict[Symbol, Dim]) -> Dim:
     """``dim`` with each symbol in ``mapping`` replaced by its size."""
-    result = Dim.constant(dim.coefficient)
+    assumed = {_substitute_quotient(quotient, mapping) for quotient in dim.assumes}
+    result = Dim(dim.coefficient, (), frozenset(q for q in assumed if q is not None))
     for atom in dim.factors:
         if isinstance(atom, Symbol):
             result = result * mapping.get(atom, Dim.of(atom))
         else:
-            numerator = substitute(atom.numerator, mapping)
-            divided = numerator.floordiv(substitute(atom.denominator, mapping), atom.origin)
-            if divided.quotients and atom.label:
-                divided = Dim.of(replace(divided.quotients[0], label=atom.label))
-            result = result * divided
+            quotient = _substitute_quotient(atom, mapping)
+            result = result * (Dim.of(quotient) if quotient else _exact(atom, mapping))
     return result
+
+
+def _substitute_quotient(atom: Quotient, mapping: dict[Symbol, Dim]) -> Quotient | None:
+    """The quotient with its sizes substituted (``None`` if it now divides exactly)."""
+    divided = substitute(atom.numerator, mapping).floordiv(
+        substitute(atom.denominator, mapping), atom.origin
+    )
+    if len(divided.quotients) == 1 and len(divided.factors) == 1 and divided.coefficient == 1:
+        return replace(divided.quotients[0], label=atom.label)
+    return None
+
+
+def _exact(atom: Quotient, mapping: dict[Symbol, Dim]) -> Dim:
+    return substitute(atom.numerator, mapping).floordiv(substitute(atom.denominator, mapping))
 
 
 def format_shape(shape: tuple[Dim, ...] | None) -> str:

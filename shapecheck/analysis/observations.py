@@ -83,9 +83,9 @@ class SizeDivision:
 
 @dataclass(frozen=True)
 class ExactDivisionAssumed:
-    """A view splits a size into pieces whose product is exact only if ``origin`` divides."""
+    """Two sizes that must agree (a view's, a layer's input) do only if ``origin`` divides."""
 
-    call: cst.Call
+    node: cst.CSTNode
     origin: object
 
 

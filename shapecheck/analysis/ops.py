@@ -8,7 +8,7 @@ function here, and every rule benefits. Anything not in the table yields ``UNKNO
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import libcst as cst
@@ -316,7 +316,8 @@ def _target_shape(receiver: TensorFact, sizes: list[Dim | None]) -> tuple[Dim, .
         ]
     if len(missing) == 1:
         known = [size for index, size in enumerate(sizes) if index != missing[0] and size]
-        solved = product(receiver.shape).floordiv(product(known))
+        # what fits, by definition: no division is relied on to get it
+        solved = replace(product(receiver.shape).floordiv(product(known)), assumes=frozenset())
         if not exact_only or len(solved.quotients) <= sum(len(d.quotients) for d in receiver.shape):
             sizes = list(sizes)
             sizes[missing[0]] = solved
@@ -338,9 +339,7 @@ def _view_like(call: OpCall, sizes: list[Dim | None] | None, *, copies: bool) ->
             call.context.observe(
                 ReinterpretingView(call.node, call.anchor, receiver.shape, shape, moved)
             )
-        for quotient in (quotient for dim in shape for quotient in dim.quotients):
-            if quotient.numerator in receiver.shape and quotient.origin is not None:
-                call.context.observe(ExactDivisionAssumed(call.node, quotient.origin))
+        _rely_on_divisions(call.context, call.node, product(receiver.shape), product(shape))
     result = receiver.derive(shape=shape, layout=layout, origin=call.node)
     old = receiver.shape
     if (
@@ -358,6 +357,16 @@ def _view_like(call: OpCall, sizes: list[Dim | None] | None, *, copies: bool) ->
 
 _FAILED_VIEW = Layout(None)
 """Marks a view PyTorch refuses (SC101 reports it)."""
+
+
+def _rely_on_divisions(context: OpContext, node: cst.CSTNode, first: Dim, second: Dim) -> None:
+    """Sizes that must agree and do only if some ``a // b`` divided exactly (a layer built
+    ``d_model`` wide fed ``num_heads * head_dim`` features, a view splitting ``d_model`` into
+    ``num_heads`` pieces of ``head_dim``): each such division is relied on (SC502)."""
+    if first == second:
+        for quotient in first.assumes ^ second.assumes:
+            if quotient.origin is not None:
+                context.observe(ExactDivisionAssumed(node, quotient.origin))
 
 
 def _view_layout(call: OpCall, shape: tuple[Dim, ...], *, copies: bool) -> Layout | None:
@@ -868,15 +877,12 @@ def linear_function(call: OpCall) -> Fact:
 def linear_module(call: OpCall) -> Fact:
     module = call.module
     width = call.receiver.last_dim
-    if (
-        module is not None
-        and module.in_features is not None
-        and width is not None
-        and provably_different(module.in_features, width)
-    ):
-        call.context.observe(
-            SizeMismatch(call.node, "nn.Linear input width", module.in_features, width)
-        )
+    if module is not None and module.in_features is not None and width is not None:
+        if provably_different(module.in_features, width):
+            call.context.observe(
+                SizeMismatch(call.node, "nn.Linear input width", module.in_features, width)
+            )
+        _rely_on_divisions(call.context, call.node, module.in_features, width)
     return _projected(call, module.out_features if module else None)
 
 
