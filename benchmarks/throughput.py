@@ -3,10 +3,11 @@
     python benchmarks/throughput.py PATH [--repeat 3]
 
 Times, in one run and in the same process, what each stage costs over every ``*.py`` file
-under PATH: ``ast.parse`` alone, ``libcst.parse_module`` alone, and the whole shapecheck
-check (parse + analysis + rules). Prints medians, lines per second, and ratios to the libcst
-parse (the floor every libcst-based linter stands on). Ratios are what to compare across
-machines; absolute times are noisy here.
+under PATH: ``ast.parse`` alone, ``libcst.parse_module`` alone, the analysis of the parsed
+modules without and with symbolic shapes, and the whole shapecheck check (parse + analysis +
+rules + positions). Prints medians, lines per second, and ratios to the libcst parse (the
+floor every libcst-based linter stands on). Ratios are what to compare across machines;
+absolute times are noisy here.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import libcst as cst
 
+from shapecheck.analysis import analyse
 from shapecheck.linter import lint_source
 from shapecheck.rule import all_rules
 
@@ -48,6 +50,16 @@ def main() -> None:
             with contextlib.suppress(cst.ParserSyntaxError):
                 cst.parse_module(source)
 
+    modules = [module for module in map(_parsed, sources) if module is not None]
+
+    def analyse_without_shapes() -> None:
+        for module in modules:
+            analyse(module, shapes=False)
+
+    def analyse_with_shapes() -> None:
+        for module in modules:
+            analyse(module)
+
     def check() -> None:
         for source in sources:
             lint_source(source, "benchmark.py", rules)
@@ -55,6 +67,8 @@ def main() -> None:
     stages: list[tuple[str, Callable[[], None]]] = [
         ("ast.parse", parse_ast),
         ("libcst.parse_module", parse_libcst),
+        ("analysis, no shapes", analyse_without_shapes),
+        ("analysis", analyse_with_shapes),
         ("shapecheck", check),
     ]
     medians = {name: _median(stage, options.repeat) for name, stage in stages}
@@ -65,6 +79,13 @@ def main() -> None:
             f"{name:22s} {seconds:8.2f} s {lines / seconds:10.0f} lines/s "
             f"{seconds / baseline:6.2f}x libcst parse"
         )
+
+
+def _parsed(source: bytes) -> cst.Module | None:
+    try:
+        return cst.parse_module(source)
+    except cst.ParserSyntaxError:
+        return None
 
 
 def _median(stage: Callable[[], None], repeat: int) -> float:

@@ -268,3 +268,44 @@ def test_shapes_come_from_views_and_unpacking() -> None:
     last = returned[-1]
     assert isinstance(last, TensorFact) and last.shape is not None
     assert [str(dim) for dim in last.shape] == ["batch", "heads", "seq", "width//heads"]
+
+
+def test_the_engine_without_shapes_knows_no_shapes() -> None:
+    source = textwrap.dedent(
+        """\
+        import torch
+
+        def merge(x):
+            b, h, l, d = x.shape
+            return x.transpose(1, 2).view(b, l, h * d)
+        """
+    )
+    module = cst.parse_module(source)
+    with_shapes = [o for f in analyse(module).functions for o in f.observations]
+    without = analyse(module, shapes=False).functions
+    assert with_shapes and not any(f.observations for f in without)
+    assert all(
+        not isinstance(fact, TensorFact) or fact.shape is None
+        for function in without
+        for fact in function.facts.values()
+    )
+
+
+def test_a_spliced_shape_of_unknown_length_says_nothing_about_rank() -> None:
+    source = textwrap.dedent(
+        """\
+        import torch
+
+        def split(self, hidden_states):
+            input_shape = hidden_states.shape[:-1]
+            q = self.q_proj(hidden_states).view((*input_shape, -1, 4)).transpose(1, 2)
+            return q
+        """
+    )
+    [_, function] = analyse(cst.parse_module(source)).functions
+    views = [
+        fact
+        for node, fact in function.facts.items()
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+    ]
+    assert all(not isinstance(fact, TensorFact) or fact.shape is None for fact in views)

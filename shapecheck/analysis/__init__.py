@@ -47,12 +47,16 @@ def uses_torch(imports: dict[str, str]) -> bool:
     return any(target == "torch" or target.startswith("torch.") for target in imports.values())
 
 
-def analyse(module: cst.Module) -> ModuleAnalysis:
-    """Interpret every function of ``module``; modules that never import torch are skipped."""
+def analyse(module: cst.Module, *, shapes: bool = True) -> ModuleAnalysis:
+    """Interpret every function of ``module``; modules that never import torch are skipped.
+
+    ``shapes=False`` forgets every tensor's shape as soon as it is computed: the engine
+    without symbolic shapes, for measuring what they cost (benchmarks/throughput.py).
+    """
     imports = collect_imports(module)
     if not uses_torch(imports):
         return ModuleAnalysis(module, [])
-    context = ModuleContext(imports)
+    context = ModuleContext(imports, shapes=shapes)
     definitions = list(_definitions(module.body))
     for definition in definitions:
         if isinstance(definition, cst.FunctionDef):

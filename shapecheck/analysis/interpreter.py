@@ -90,6 +90,7 @@ class ModuleContext:
     """What every function of a module shares: imports, functions, classes."""
 
     imports: dict[str, str]
+    shapes: bool = True
     functions: dict[str, cst.FunctionDef] = field(default_factory=dict)
     classes: dict[str, ClassModel] = field(default_factory=dict)
     call_sites: dict[cst.FunctionDef, list[dict[str, Fact] | None]] = field(default_factory=dict)
@@ -453,6 +454,8 @@ class Interpreter:
 
     def eval(self, node: cst.BaseExpression) -> Fact:
         fact = self._eval(node)
+        if not self.context.shapes and isinstance(fact, TensorFact) and fact.shape is not None:
+            fact = replace(fact, shape=None, layout=None, known_last=None)
         if self.record:
             self.facts[node] = fact
         return fact
@@ -475,7 +478,7 @@ class Interpreter:
             case cst.BinaryOperation():
                 return self._binary(node)
             case cst.Tuple(elements=elements) | cst.List(elements=elements):
-                return TupleFact(tuple(self._element(element) for element in elements))
+                return self._sequence(elements)
             case cst.Subscript():
                 return self._subscript(node)
             case cst.IfExp(test=test, body=body, orelse=orelse):
@@ -517,9 +520,19 @@ class Interpreter:
         self.env = outer
         return element
 
-    def _element(self, element: cst.BaseElement) -> Fact:
-        fact = self.eval(element.value)
-        return UNKNOWN if isinstance(element, cst.StarredElement) else fact
+    def _sequence(self, elements: Sequence[cst.BaseElement]) -> Fact:
+        """``(a, b)``, and ``(*shape, -1, d)`` when ``shape``'s length is known."""
+        items: list[Fact] = []
+        known = True
+        for element in elements:
+            fact = self.eval(element.value)
+            if not isinstance(element, cst.StarredElement):
+                items.append(fact)
+            elif isinstance(fact, SizeFact | TupleFact):
+                items.extend(_as_items(fact))
+            else:
+                known = False  # spliced in, length unknown
+        return TupleFact(tuple(items)) if known else UNKNOWN
 
     def _name(self, name: str) -> Fact:
         if name in self.env:
