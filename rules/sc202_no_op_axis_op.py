@@ -48,5 +48,6 @@ class NoOpAxisOperation(Rule):
             axes = ", ".join(str(axis) for axis in op.axes)
             what = "keeps every axis in place" if name == "permute" else "swaps an axis with itself"
             yield Violation(
-                op.anchor, f"`{name}({axes})` {what}: it does nothing; which axes were meant?"
+                op.anchor,
+                f"`{name}({axes})` {what}: it does nothing; remove it, or name the axes meant",
             )
