@@ -40,6 +40,7 @@ from shapecheck.analysis.observations import (
 )
 from shapecheck.analysis.ops import (
     FUNCTIONS,
+    Argument,
     MODULE_CALLS,
     TENSOR_FUNCTIONS,
     TENSOR_METHODS,
@@ -684,8 +685,8 @@ class Interpreter:
     def _check_arguments(
         self,
         function: FunctionRef,
-        args: list[tuple[Fact, cst.BaseExpression]],
-        kwargs: dict[str, tuple[Fact, cst.BaseExpression]],
+        args: list[Argument],
+        kwargs: dict[str, Argument],
     ) -> None:
         """Arguments against the callee's jaxtyping annotations (names bound per call)."""
         params = _parameters(function.node.params)
@@ -778,8 +779,8 @@ class Interpreter:
         self,
         cls: ClassRef,
         node: cst.Call,
-        args: list[tuple[Fact, cst.BaseExpression]],
-        kwargs: dict[str, tuple[Fact, cst.BaseExpression]],
+        args: list[Argument],
+        kwargs: dict[str, Argument],
     ) -> None:
         """``MultiHeadAttention(100, 3)``: literal sizes its ``__init__`` divides must divide."""
         model = self.context.classes[cls.name]
@@ -795,11 +796,9 @@ class Interpreter:
                     what = f"{numerator} by {denominator}"
                     self.observe(IndivisibleSizes(node, what, top, bottom))
 
-    def _arguments(
-        self, node: cst.Call
-    ) -> tuple[list[tuple[Fact, cst.BaseExpression]], dict[str, tuple[Fact, cst.BaseExpression]]]:
-        args: list[tuple[Fact, cst.BaseExpression]] = []
-        kwargs: dict[str, tuple[Fact, cst.BaseExpression]] = {}
+    def _arguments(self, node: cst.Call) -> tuple[list[Argument], dict[str, Argument]]:
+        args: list[Argument] = []
+        kwargs: dict[str, Argument] = {}
         for argument in node.args:
             fact = self.eval(argument.value)
             if argument.keyword is not None:
@@ -815,8 +814,8 @@ class Interpreter:
         node: cst.Call,
         func: cst.Attribute,
         receiver: Fact,
-        args: list[tuple[Fact, cst.BaseExpression]],
-        kwargs: dict[str, tuple[Fact, cst.BaseExpression]],
+        args: list[Argument],
+        kwargs: dict[str, Argument],
     ) -> Fact:
         name = func.attr.value
         if isinstance(receiver, ModuleFact) and name in _MODULE_RETURNS_ITSELF:
@@ -867,7 +866,7 @@ class Interpreter:
         self,
         receiver: cst.BaseExpression,
         tensor: TensorFact,
-        args: list[tuple[Fact, cst.BaseExpression]],
+        args: list[Argument],
     ) -> Fact:
         if not args:
             return SizeFact(tensor.shape) if tensor.shape is not None else UNKNOWN
@@ -888,8 +887,8 @@ class Interpreter:
         self,
         name: str,
         node: cst.Call,
-        args: list[tuple[Fact, cst.BaseExpression]],
-        kwargs: dict[str, tuple[Fact, cst.BaseExpression]],
+        args: list[Argument],
+        kwargs: dict[str, Argument],
     ) -> Fact:
         if name in FUNCTIONS:
             op = OpCall(name, node, node.func, TensorFact(), None, self, args, kwargs)
@@ -910,8 +909,8 @@ class Interpreter:
         self,
         function: FunctionRef,
         node: cst.Call,
-        args: list[tuple[Fact, cst.BaseExpression]],
-        kwargs: dict[str, tuple[Fact, cst.BaseExpression]],
+        args: list[Argument],
+        kwargs: dict[str, Argument],
     ) -> Fact:
         """Follow a call into a function of this module, without recording anything there."""
         arguments = _bind_arguments(function, args, kwargs)
@@ -954,8 +953,8 @@ def _names_in(node: cst.CSTNode) -> frozenset[str]:
 
 def _bind_arguments(
     function: FunctionRef,
-    args: list[tuple[Fact, cst.BaseExpression]],
-    kwargs: dict[str, tuple[Fact, cst.BaseExpression]],
+    args: list[Argument],
+    kwargs: dict[str, Argument],
 ) -> dict[str, Fact] | None:
     """Parameter name -> argument fact at one call; ``None`` when the call cannot be mapped."""
     params = _parameters(function.node.params)
