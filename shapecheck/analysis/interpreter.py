@@ -40,10 +40,10 @@ from shapecheck.analysis.observations import (
 )
 from shapecheck.analysis.ops import (
     FUNCTIONS,
-    Argument,
     MODULE_CALLS,
     TENSOR_FUNCTIONS,
     TENSOR_METHODS,
+    Argument,
     OpCall,
     arithmetic,
     as_tensor,
