@@ -3,7 +3,8 @@
 Runtime half of shapecheck (needs the ``torch`` extra); the linter never imports it.
 
 A fixture's ``run(device)`` calls one helper per case — a function or ``nn.Module`` that holds
-the bad or look-alike line::
+the bad or look-alike line (``allocates`` proves a hygiene problem: tensors built from
+Python numbers at every call)::
 
     raises(merge_heads_view, scores, match="view size is not compatible")
     differs(UnscaledAttention(E, H), x, expected=reference(x))
@@ -28,7 +29,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
 
-OutcomeKind = Literal["raises", "differs", "matches"]
+OutcomeKind = Literal["raises", "differs", "allocates", "matches"]
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,30 @@ def matches(
         raise AssertionError(f"{_name(case)} differs from the reference (max gap {gap:.3g})")
     _record(case, "matches", f"max |actual - expected| = {gap:.3g}")
     return gap
+
+
+def allocates(case: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
+    """Call ``case``; it must build new tensors from Python numbers (``torch.tensor(3.0)``)
+    while it runs — the hygiene problem SC601 names, shown by counting the calls."""
+    import torch
+
+    built: list[object] = []
+    original = torch.tensor
+
+    def counting(data: Any, *rest: Any, **options: Any) -> Any:
+        if isinstance(data, int | float | bool):
+            built.append(data)
+        return original(data, *rest, **options)
+
+    torch.tensor = counting
+    try:
+        case(*args, **kwargs)
+    finally:
+        torch.tensor = original
+    if not built:
+        raise AssertionError(f"{_name(case)} built no tensor from a Python number")
+    _record(case, "allocates", f"{len(built)} torch.tensor(<number>) per call")
+    return len(built)
 
 
 def _max_gap(case: Callable[..., Any], actual: Any, expected: Any) -> float:

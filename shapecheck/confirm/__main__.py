@@ -103,17 +103,18 @@ def _row(label: str, verdicts: list[LineVerdict], agrees: Callable[[LineVerdict]
 
 
 def _evidence(verdicts: list[LineVerdict]) -> list[str]:
-    """What PyTorch did on the bad lines: each distinct error, and the divergences."""
+    """What PyTorch did on the bad lines: each distinct error (or allocation), and the
+    divergences."""
     errors: Counter[str] = Counter()
     diverging: list[float] = []
     for verdict in verdicts:
         if verdict.outcome is None:
             continue
-        if verdict.outcome.kind == "raises":
+        if verdict.outcome.kind in ("raises", "allocates"):
             errors[_shorten(verdict.outcome.detail)] += 1
         elif verdict.outcome.kind == "differs":
             diverging.append(_gap(verdict.outcome.detail))
-    lines = [f"raises x{count}: {message}" for message, count in errors.most_common()]
+    lines = [f"x{count}: {message}" for message, count in errors.most_common()]
     if diverging:
         lines.append(
             f"differs x{len(diverging)}: max |output - reference| from "

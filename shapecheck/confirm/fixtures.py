@@ -73,7 +73,7 @@ class LineVerdict:
         if self.outcome is None:
             return False
         if self.bad:
-            return self.outcome.kind in ("raises", "differs")
+            return self.outcome.kind in ("raises", "differs", "allocates")
         return self.outcome.kind == "matches"
 
 
