@@ -14,7 +14,7 @@ from typing import TypeVar
 import libcst as cst
 
 from shapecheck.analysis.dims import Dim, Quotient, Symbol, substitute
-from shapecheck.analysis.facts import UNKNOWN, Fact, IntFact, ModuleFact, join
+from shapecheck.analysis.facts import UNKNOWN, Fact, IntFact, ModuleFact, ScalarFact, join
 from shapecheck.analysis.imports import collect_imports
 from shapecheck.analysis.interpreter import (
     ClassModel,
@@ -250,6 +250,9 @@ def _substitute_sizes(attributes: dict[str, Fact], mapping: dict[Symbol, Dim]) -
     for attribute, fact in attributes.items():
         if isinstance(fact, IntFact):
             attributes[attribute] = IntFact(substitute(fact.dim, mapping))
+        elif isinstance(fact, ScalarFact) and fact.scale is not None:
+            base = substitute(fact.scale.base, mapping)
+            attributes[attribute] = replace(fact, scale=replace(fact.scale, base=base))
         elif isinstance(fact, ModuleFact):
             attributes[attribute] = replace(
                 fact,

@@ -42,7 +42,57 @@ class IntFact(Fact):
 
 @dataclass(frozen=True)
 class ScalarFact(Fact):
-    """A Python number that is not (known to be) a size: ``math.sqrt(d)``, ``d ** -0.5``."""
+    """A Python number that is not (known to be) a size: ``math.sqrt(d)``, ``d ** -0.5``,
+    ``-1e9``. ``scale`` says what it is in terms of sizes, ``value`` what it is as a literal."""
+
+    scale: Scale | None = None
+    value: float | None = None
+    origin: cst.CSTNode | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class Scale:
+    """A number as ``coefficient * base ** exponent`` (``1 / math.sqrt(d)`` is
+    ``1 * d ** -0.5``)."""
+
+    base: Dim
+    exponent: float
+    coefficient: float = 1.0
+
+    def power(self, exponent: float) -> Scale:
+        return Scale(self.base, self.exponent * exponent, self.coefficient**exponent)
+
+    def times(self, other: Scale) -> Scale | None:
+        if self.base == other.base or other.base == Dim.constant(1):
+            exponent = self.exponent + (other.exponent if self.base == other.base else 0)
+            return Scale(self.base, exponent, self.coefficient * other.coefficient)
+        if self.base == Dim.constant(1):
+            return other.times(self)
+        return None
+
+
+def scale_of(fact: Fact) -> Scale | None:
+    """The number a fact holds, as a :class:`Scale` (sizes, scalars, 0-d tensors)."""
+    if isinstance(fact, IntFact):
+        if fact.dim.value is not None:
+            return Scale(Dim.constant(1), 1.0, float(fact.dim.value))
+        return Scale(fact.dim, 1.0)
+    if isinstance(fact, ScalarFact):
+        if fact.scale is not None:
+            return fact.scale
+        if fact.value is not None:
+            return Scale(Dim.constant(1), 1.0, fact.value)
+    if isinstance(fact, TensorFact):
+        return fact.scalar
+    return None
+
+
+@dataclass(frozen=True)
+class ScaleEvidence:
+    """Something multiplied the values by ``factor`` (``None``: by what, nobody knows)."""
+
+    node: cst.CSTNode
+    factor: Scale | None
 
 
 @dataclass(frozen=True)
@@ -93,6 +143,13 @@ class ClassRef(Fact):
 
 
 @dataclass(frozen=True)
+class InstanceFact(Fact):
+    """An instance of a class defined in the analysed module (calling it runs ``forward``)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
 class AxisOp:
     """The axis-reordering operation that directly produced a tensor."""
 
@@ -113,6 +170,9 @@ class Product:
     right_node: cst.BaseExpression
     left_contracted: int
     right_contracted: int
+    key_axis: int = -1
+    """The axis of the result that runs over the keys (negative, from the end)."""
+    key_size: Dim | None = None
 
 
 @dataclass(frozen=True)
@@ -129,12 +189,34 @@ class TensorFact(Fact):
     layout: Layout | None = None
     origin: cst.CSTNode | None = field(default=None, compare=False)
     is_parameter: bool = False
-    scaling: tuple[cst.CSTNode, ...] | None = ()
+    scaling: tuple[ScaleEvidence, ...] | None = ()
     product: Product | None = None
     axis_op: AxisOp | None = None
     is_linear_weight: bool = False
     known_last: Dim | None = None
     """The last axis's size when the rank is unknown (an ``nn.Linear`` output)."""
+    scalar: Scale | None = None
+    """The number a 0-d tensor holds (``torch.tensor(head_dim)``)."""
+    dtype: str | None = None
+    """``float16``, ``bfloat16``, ``float32``, ``float64``, ``bool``…; ``None``: the model's."""
+    polarity: str | None = None
+    """For a mask: ``attend`` (True where attention is allowed) or ``block``."""
+    weights: bool = False
+    """Attention weights: the softmax of attention scores."""
+    masked_weights: cst.CSTNode | None = field(default=None, compare=False)
+    """Where attention weights were masked after their softmax (until renormalised)."""
+    probabilities: bool = False
+    """A softmax output (what a cross-entropy loss must not be given)."""
+    fill: ScalarFact | None = None
+    """An additive mask made from a literal (``(1 - mask) * -1e9``)."""
+    masked_with: frozenset[str] = frozenset()
+    """The masks (as written) already applied to these attention scores or weights."""
+
+    @property
+    def is_scores(self) -> bool:
+        """Attention scores: a product of two activations whose left side is not weights
+        (``weights @ v`` is the attention output)."""
+        return self.product is not None and not self.product.left.weights
 
     @property
     def rank(self) -> int | None:

@@ -19,15 +19,18 @@ from shapecheck.analysis.facts import (
     ClassRef,
     Fact,
     FunctionRef,
+    InstanceFact,
     IntFact,
     ModuleFact,
     QualifiedName,
     RepeatedFact,
     ScalarFact,
+    ScaleEvidence,
     SizeFact,
     TensorFact,
     TupleFact,
     join,
+    scale_of,
 )
 from shapecheck.analysis.imports import canonical, dotted_name
 from shapecheck.analysis.layout import FREE, Layout
@@ -49,10 +52,11 @@ from shapecheck.analysis.ops import (
     as_tensor,
     last_two_swapped,
     matrix_product,
+    negated,
     reversed_axes,
 )
 
-PARAMETER_SCALING: tuple[cst.CSTNode, ...] | None = ()
+PARAMETER_SCALING: tuple[ScaleEvidence, ...] | None = ()
 """What a function knows about the scaling of tensors passed in: nothing was applied to them
 that the function can see, so they count as unscaled."""
 
@@ -177,8 +181,9 @@ class Interpreter:
             if arguments is not None and name in arguments:
                 self.env[name] = arguments[name]
             elif name not in ("self", "cls"):
+                fact = self._parameter_fact(param)
                 # a constructor's untyped parameters are sizes and options, not tensors
-                self.env[name] = UNKNOWN if constructor else self._parameter_fact(param)
+                self.env[name] = UNKNOWN if constructor and isinstance(fact, TensorFact) else fact
             if self.record and name in self.env:
                 self.bindings.append((param.name, name, self.env[name]))
         if node.returns is not None:
@@ -283,7 +288,7 @@ class Interpreter:
         }.get(type(operator))
         result: Fact = UNKNOWN
         if symbol is not None:
-            result = arithmetic(statement, symbol, current, other)
+            result = arithmetic(self, statement, symbol, current, other)
         self._bind(target, result)
 
     def _if(self, statement: cst.If) -> bool:
@@ -442,11 +447,15 @@ class Interpreter:
                 rank = None if shape is None else len(shape)
                 return TensorFact(shape, Layout.contiguous(rank), scaling=PARAMETER_SCALING)
         annotation = dotted_name(param.annotation.annotation) if param.annotation else None
+        if annotation in self.context.classes:
+            return InstanceFact(annotation)
         kind = annotation if annotation in _NUMBER_ANNOTATIONS else _literal_kind(param.default)
         if kind == "int":
             return IntFact(self.symbol(param.name.value))
         if kind == "float":
-            return ScalarFact()
+            default = param.default
+            value = default.evaluated_value if isinstance(default, cst.Float) else None
+            return ScalarFact(value=value, origin=default)
         if kind is not None or param.star in ("*", "**"):
             return UNKNOWN
         return TensorFact(layout=Layout.contiguous(None), scaling=PARAMETER_SCALING)
@@ -472,7 +481,9 @@ class Interpreter:
             case cst.Integer():
                 value = node.evaluated_value
                 return IntFact(Dim.constant(value)) if isinstance(value, int) else UNKNOWN
-            case cst.Float() | cst.Imaginary():
+            case cst.Float():
+                return ScalarFact(value=float(node.evaluated_value), origin=node)
+            case cst.Imaginary():
                 return ScalarFact()
             case cst.UnaryOperation(operator=operator, expression=expression):
                 return self._unary(operator, expression, node)
@@ -488,9 +499,14 @@ class Interpreter:
             case cst.Comparison(left=left, comparisons=comparisons):
                 facts = [self.eval(left), *(self.eval(c.comparator) for c in comparisons)]
                 tensors = [fact for fact in facts if isinstance(fact, TensorFact)]
-                if tensors:
-                    return TensorFact(shape=tensors[0].shape, origin=node)
-                return UNKNOWN
+                if not tensors:
+                    return UNKNOWN
+                return TensorFact(
+                    shape=tensors[0].shape,
+                    origin=node,
+                    dtype="bool",
+                    polarity=_compared_polarity(facts, comparisons),
+                )
             case cst.BooleanOperation(left=left, right=right):
                 self.eval(left)
                 self.eval(right)
@@ -602,8 +618,18 @@ class Interpreter:
         fact = self.eval(expression)
         if isinstance(operator, cst.Minus) and isinstance(fact, IntFact):
             return IntFact(Dim.constant(-1) * fact.dim)
+        if isinstance(operator, cst.BitInvert) and isinstance(fact, TensorFact):
+            return negated(fact, node)
         if isinstance(fact, TensorFact):
             return fact.derive(origin=node, product=None, scaling=fact.scaling)
+        if isinstance(fact, ScalarFact) and isinstance(operator, cst.Minus):
+            value = None if fact.value is None else -fact.value
+            scale = (
+                None
+                if fact.scale is None
+                else replace(fact.scale, coefficient=-fact.scale.coefficient)
+            )
+            return ScalarFact(scale=scale, value=value, origin=node)
         if isinstance(fact, ScalarFact):
             return fact
         return UNKNOWN
@@ -634,12 +660,16 @@ class Interpreter:
             if sizes is not None:
                 return sizes
         if symbol is not None:
-            return arithmetic(node, symbol, left, right)
+            return arithmetic(self, node, symbol, left, right)
         if isinstance(operator, cst.Power):
+            exponent = scale_of(right)
+            power = exponent.coefficient if exponent and exponent.base == Dim.constant(1) else None
             if isinstance(left, TensorFact):
-                return left.derive(origin=node, product=None, scaling=())
+                scalar = left.scalar.power(power) if left.scalar and power is not None else None
+                return left.derive(origin=node, product=None, scaling=(), scalar=scalar)
             if isinstance(left, IntFact | ScalarFact) or isinstance(right, ScalarFact):
-                return ScalarFact()
+                base = scale_of(left)
+                return ScalarFact(scale=base.power(power) if base and power is not None else None)
         return UNKNOWN
 
     def _size_arithmetic(
@@ -752,7 +782,9 @@ class Interpreter:
             callee = self._member(func, receiver)
             if self.record:
                 self.facts[func] = callee
-            if not isinstance(callee, QualifiedName | FunctionRef | ModuleFact):
+            if not isinstance(
+                callee, QualifiedName | FunctionRef | ModuleFact | ClassRef | InstanceFact
+            ):
                 args, kwargs = self._arguments(node)
                 return self._method(node, func, receiver, args, kwargs)
         else:
@@ -773,6 +805,13 @@ class Interpreter:
             return self._inline(callee, node, args, kwargs)
         if isinstance(callee, ClassRef):
             self._construct(callee, node, args, kwargs)
+            return InstanceFact(callee.name)
+        if isinstance(callee, InstanceFact):
+            forward = self.context.classes[callee.name].methods.get("forward")
+            if forward is not None:
+                return self._inline(
+                    FunctionRef(forward, class_name=callee.name), node, args, kwargs
+                )
         return UNKNOWN
 
     def _construct(
@@ -901,7 +940,23 @@ class Interpreter:
                 return UNKNOWN
             op = OpCall(name, node, node.func, tensor, first[1], self, rest, kwargs)
             return TENSOR_FUNCTIONS[name](op)
-        if name.startswith(_SCALAR_FUNCTIONS) or name == "builtins.float":
+        if name in ("math.sqrt", "numpy.sqrt"):
+            root = scale_of(args[0][0]) if args else None
+            return ScalarFact(scale=root.power(0.5) if root else None)
+        if name == "builtins.float" and args and isinstance(args[0][1], cst.SimpleString):
+            text = args[0][1].evaluated_value
+            try:
+                return (
+                    ScalarFact(value=float(text), origin=node)
+                    if isinstance(text, str)
+                    else ScalarFact()
+                )
+            except ValueError:
+                return ScalarFact()
+        if name == "builtins.float" and args:
+            number = args[0][0]
+            return number if isinstance(number, ScalarFact) else ScalarFact(scale=scale_of(number))
+        if name.startswith(_SCALAR_FUNCTIONS):
             return ScalarFact()
         return UNKNOWN
 
@@ -941,6 +996,28 @@ class _LastNames(cst.CSTVisitor):
 
     def visit_Name(self, node: cst.Name) -> None:
         self.names.add(node.value)
+
+
+def _compared_polarity(
+    facts: list[Fact], comparisons: Sequence[cst.ComparisonTarget]
+) -> str | None:
+    """``mask == 0`` flips a mask's polarity; ``!= 0``, ``> 0`` and ``== 1`` keep it;
+    ``ids == pad_id`` is True at the padding (blocked), ``ids != pad_id`` at the tokens."""
+    if len(comparisons) != 1 or not isinstance(facts[0], TensorFact):
+        return None
+    mask, operator, number = facts[0], comparisons[0].operator, scale_of(facts[1])
+    padding = "pad" in (dotted_name(comparisons[0].comparator) or "").rsplit(".", 1)[-1]
+    if padding and isinstance(operator, cst.Equal | cst.NotEqual):
+        return "block" if isinstance(operator, cst.Equal) else "attend"
+    if mask.polarity is None or number is None or number.base != Dim.constant(1):
+        return None
+    value = number.coefficient
+    flipped = {"attend": "block", "block": "attend"}[mask.polarity]
+    if isinstance(operator, cst.Equal):
+        return flipped if value == 0 else mask.polarity if value == 1 else None
+    if isinstance(operator, cst.NotEqual | cst.GreaterThan) and value == 0:
+        return mask.polarity
+    return None
 
 
 def _names_in(node: cst.CSTNode) -> frozenset[str]:

@@ -116,6 +116,77 @@ class AnnotationMismatch:
     reason: str
 
 
+@dataclass(frozen=True)
+class SoftmaxAxis:
+    """A softmax over attention scores that runs over ``axis``, not the keys' ``keys``."""
+
+    softmax: cst.CSTNode
+    axis: int
+    keys: int
+    rank: int
+    implicit: bool
+
+
+@dataclass(frozen=True)
+class DoubleScaledAttention:
+    """``F.scaled_dot_product_attention`` scaling (by default) q or k scaled already."""
+
+    call: cst.Call
+    scaled_at: cst.CSTNode
+
+
+@dataclass(frozen=True)
+class MaskAfterSoftmax:
+    """Attention weights masked after their softmax, then used without renormalising."""
+
+    mask: cst.CSTNode
+
+
+@dataclass(frozen=True)
+class FillValue:
+    """A literal written into attention scores: beyond float16 (``overflow``) or too weak."""
+
+    node: cst.CSTNode
+    value: float
+    dtype: str | None
+    overflow: bool
+
+
+@dataclass(frozen=True)
+class MaskPolarity:
+    """A boolean mask of one polarity given to an API that reads the other."""
+
+    node: cst.CSTNode
+    expected: str
+    actual: str
+    api: str
+
+
+@dataclass(frozen=True)
+class MaskBroadcast:
+    """A mask whose axes line up with the wrong axes of the attention scores."""
+
+    node: cst.CSTNode
+    mask_shape: tuple[Dim, ...]
+    scores_shape: tuple[Dim, ...]
+    axis: int
+    masks_queries: bool  # [B, 1, L, 1]: blocks padded queries instead of padded keys
+
+
+@dataclass(frozen=True)
+class TensorFromNumber:
+    """``torch.tensor(<python number>)``: a new host tensor every time it runs."""
+
+    call: cst.Call
+
+
+@dataclass(frozen=True)
+class ProbabilitiesIntoLoss:
+    """Softmax probabilities given to a cross-entropy loss (which wants logits)."""
+
+    node: cst.CSTNode
+
+
 Observation = (
     IncompatibleView
     | ReinterpretingView
@@ -128,4 +199,12 @@ Observation = (
     | DivisibilityCheck
     | IndivisibleSizes
     | AnnotationMismatch
+    | SoftmaxAxis
+    | DoubleScaledAttention
+    | MaskAfterSoftmax
+    | FillValue
+    | MaskPolarity
+    | MaskBroadcast
+    | TensorFromNumber
+    | ProbabilitiesIntoLoss
 )

@@ -7,6 +7,7 @@ function here, and every rule benefits. Anything not in the table yields ``UNKNO
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Protocol
@@ -24,22 +25,33 @@ from shapecheck.analysis.facts import (
     QualifiedName,
     RepeatedFact,
     ScalarFact,
+    Scale,
+    ScaleEvidence,
     SizeFact,
     TensorFact,
     TupleFact,
     fresh_shape,
+    scale_of,
 )
 from shapecheck.analysis.layout import Layout, plan_view, reinterpreted_axis
 from shapecheck.analysis.observations import (
     AttentionScores,
+    DoubleScaledAttention,
     ExactDivisionAssumed,
+    FillValue,
     IncompatibleView,
     IndivisibleSizes,
     LinearWeightProduct,
+    MaskAfterSoftmax,
+    MaskBroadcast,
+    MaskPolarity,
     NoOpAxisOp,
     Observation,
+    ProbabilitiesIntoLoss,
     ReinterpretingView,
     SizeMismatch,
+    SoftmaxAxis,
+    TensorFromNumber,
 )
 
 
@@ -472,7 +484,29 @@ def repeat_interleave(call: OpCall) -> Fact:
 def fused_attention(call: OpCall) -> Fact:
     """``softmax(q kᵀ / sqrt(d) + mask) v``: ``[..., Lq, d] -> [..., Lq, d_v]``; the layout of
     the output depends on the backend, so it is unknown."""
-    query, value = call.receiver, call.tensor_arg(1, "value")
+    query, key, value = call.receiver, call.tensor_arg(0, "key"), call.tensor_arg(1, "value")
+    mask = call.get(2, "attn_mask")
+    if mask is not None:
+        _check_polarity(call.context, mask, "attend", "F.scaled_dot_product_attention")
+        mask_tensor = as_tensor(mask[0])
+        if (
+            mask_tensor is not None
+            and key is not None
+            and query.shape is not None
+            and key.shape is not None
+            and len(key.shape) >= 2
+        ):
+            scores = (*query.shape[:-1], key.shape[-2])
+            _check_mask_axes(call.context, mask_tensor, scores, mask[1])
+    scaled = [
+        evidence
+        for tensor in (query, key)
+        if tensor is not None and tensor.scaling
+        for evidence in tensor.scaling
+        if evidence.factor is not None
+    ]
+    if scaled and call.get(None, "scale") is None and isinstance(call.node, cst.Call):
+        call.context.observe(DoubleScaledAttention(call.node, scaled[0].node))
     shape = None
     if (
         query.shape is not None
@@ -482,6 +516,31 @@ def fused_attention(call: OpCall) -> Fact:
     ):
         shape = (*query.shape[:-1], value.shape[-1])
     return TensorFact(shape=shape, origin=call.node)
+
+
+@tensor_op("tril", "triu", functions=_torch("tril", "triu"))
+def triangle(call: OpCall) -> Fact:
+    """``tril`` keeps the visible keys of a causal mask (True = attend); ``triu`` from the
+    first diagonal above keeps the future ones (True = blocked)."""
+    diagonal = call.int_arg(0, "diagonal")
+    diagonal = 0 if diagonal is None and call.get(0, "diagonal") is None else diagonal
+    polarity = None
+    if call.name.endswith("tril") and diagonal is not None and diagonal >= 0:
+        polarity = "attend"
+    elif call.name.endswith("triu") and diagonal is not None and diagonal >= 1:
+        polarity = "block"
+    return call.receiver.derive(origin=call.node, polarity=polarity, product=None)
+
+
+@tensor_op("logical_not", functions=_torch("logical_not"))
+def logical_not(call: OpCall) -> Fact:
+    return negated(call.receiver, call.node)
+
+
+def negated(mask: TensorFact, node: cst.CSTNode) -> TensorFact:
+    """``~mask``: True where it was False; the polarity flips."""
+    flipped = {"attend": "block", "block": "attend"}.get(mask.polarity or "")
+    return mask.derive(origin=node, polarity=flipped, product=None, dtype="bool")
 
 
 @tensor_op("contiguous")
@@ -579,6 +638,7 @@ def expand(call: OpCall) -> Fact:
     "half",
     "double",
     "bfloat16",
+    "bool",
     "to",
     "type",
     "type_as",
@@ -588,28 +648,178 @@ def expand(call: OpCall) -> Fact:
     "requires_grad_",
 )
 def same_values(call: OpCall) -> Fact:
-    return call.receiver.derive(origin=call.node)
+    dtype = call.receiver.dtype
+    if call.name in _CAST_METHODS:
+        dtype = _CAST_METHODS[call.name]
+    elif call.name in ("to", "type"):
+        target = call.get(0, "dtype")
+        if target is not None and isinstance(target[0], QualifiedName):
+            dtype = _DTYPES.get(target[0].name, dtype)
+    elif call.name == "type_as":
+        other = call.tensor_arg(0, "other")
+        dtype = other.dtype if other is not None else None
+    return call.receiver.derive(origin=call.node, dtype=dtype)
+
+
+_CAST_METHODS = {
+    "float": "float32",
+    "half": "float16",
+    "double": "float64",
+    "bfloat16": "bfloat16",
+    "bool": "bool",
+}
+_DTYPES = {
+    "torch.float32": "float32",
+    "torch.float": "float32",
+    "torch.float16": "float16",
+    "torch.half": "float16",
+    "torch.bfloat16": "bfloat16",
+    "torch.float64": "float64",
+    "torch.double": "float64",
+    "torch.bool": "bool",
+}
+FLOAT16_MAX = 65504.0
+"""The largest finite float16: fills beyond it overflow (SC401)."""
+WEAK_FILL = 1e4
+"""Fills of smaller magnitude leave masked keys real weight after softmax (SC402)."""
 
 
 @tensor_op("masked_fill", functions=_torch("masked_fill"))
 def masked_fill(call: OpCall) -> Fact:
     receiver = call.receiver
     layout = Layout.contiguous(receiver.rank) if receiver.layout is not None else None
-    return receiver.derive(layout=layout, origin=call.node)
+    mask, value = call.get(0, "mask"), call.get(1, "value")
+    if mask is not None:
+        _check_mask(call.context, receiver, *mask)
+    if value is not None and isinstance(value[0], ScalarFact | IntFact):
+        _check_fill(call.context, receiver, _number(value[0]), value[1])
+    written = _written(mask[1]) if mask is not None else None
+    masked = receiver.masked_weights
+    if receiver.weights and written not in receiver.masked_with:
+        masked = call.node  # the softmax already spent weight on these keys
+    masked_with = receiver.masked_with | ({written} if written else set())
+    return receiver.derive(
+        layout=layout, origin=call.node, masked_weights=masked, masked_with=masked_with
+    )
+
+
+def _written(node: cst.CSTNode) -> str:
+    """How an expression is written, spaces aside: the same mask twice is the same text."""
+    return "".join(cst.Module(body=[]).code_for_node(node).split())
 
 
 @function_op("torch.where")
 def where(call: OpCall) -> Fact:
-    values = [call.tensor_arg(index) for index in (1, 2)]
-    for value in values:
-        if value is not None and value.product is not None:
-            return value.derive(layout=None, origin=call.node)
+    condition, chosen, other = call.get(0, "condition"), call.get(1, "input"), call.get(2, "other")
+    tensors = [as_tensor(argument[0]) for argument in (chosen, other) if argument is not None]
+    for tensor, argument in zip(tensors, (other, chosen), strict=False):
+        if tensor is None or (tensor.product is None and not tensor.weights):
+            continue
+        if condition is not None:
+            _check_mask(call.context, tensor, *condition)
+        if argument is not None and isinstance(argument[0], ScalarFact | IntFact):
+            _check_fill(call.context, tensor, _number(argument[0]), argument[1])
+        masked = call.node if tensor.weights else tensor.masked_weights
+        return tensor.derive(layout=None, origin=call.node, masked_weights=masked)
     return TensorFact(origin=call.node, scaling=None)
+
+
+def _number(fact: Fact) -> float | None:
+    if isinstance(fact, ScalarFact):
+        return fact.value
+    if isinstance(fact, IntFact):
+        return float(fact.dim.value) if fact.dim.value is not None else None
+    return None
+
+
+def _check_fill(
+    context: OpContext, scores: TensorFact, value: float | None, node: cst.CSTNode
+) -> None:
+    """A literal written into attention scores: beyond float16, or too weak to mask."""
+    if value is None or math.isinf(value) or math.isnan(value):
+        return
+    if abs(value) > FLOAT16_MAX and scores.dtype not in ("float32", "float64", "bfloat16"):
+        context.observe(FillValue(node, value, scores.dtype, overflow=True))
+    elif abs(value) < WEAK_FILL and scores.is_scores:
+        context.observe(FillValue(node, value, scores.dtype, overflow=False))
+
+
+def _check_mask(context: OpContext, scores: TensorFact, mask: Fact, node: cst.CSTNode) -> None:
+    """A mask for attention scores ``[..., Lq, Lk]`` must broadcast along the right axes."""
+    tensor = as_tensor(mask)
+    if not scores.is_scores or tensor is None:
+        return
+    _check_mask_axes(context, tensor, scores.shape, node)
+
+
+def _check_mask_axes(
+    context: OpContext, mask: TensorFact, scores: tuple[Dim, ...] | None, node: cst.CSTNode
+) -> None:
+    if mask.shape is None or scores is None:
+        return
+    misplaced = misaligned_axis(mask.shape, scores)
+    if misplaced is not None:
+        context.observe(MaskBroadcast(node, mask.shape, scores, misplaced, masks_queries=False))
+    elif masks_queries(mask.shape, scores):
+        context.observe(
+            MaskBroadcast(node, mask.shape, scores, len(mask.shape) - 2, masks_queries=True)
+        )
+
+
+def misaligned_axis(mask: tuple[Dim, ...], scores: tuple[Dim, ...]) -> int | None:
+    """The first mask axis (aligned from the right) holding a named size that belongs to a
+    different axis of the scores: a padding mask over the queries, a batch axis under the
+    heads. ``None`` when every axis is 1, the scores' own size, or not provably wrong."""
+    if len(mask) > len(scores):
+        return None
+    offset = len(scores) - len(mask)
+    for index, dim in enumerate(mask):
+        target = scores[offset + index]
+        if dim == target or dim.value == 1 or not dim.is_named:
+            continue
+        elsewhere = [i for i, size in enumerate(scores) if size == dim and i != offset + index]
+        if elsewhere:
+            return index
+    return None
+
+
+def masks_queries(mask: tuple[Dim, ...], scores: tuple[Dim, ...]) -> bool:
+    """``[B, 1, L, 1]`` on scores ``[B, H, L, L]``: the sequence axis sits under the queries and
+    the keys' axis is 1, so padded queries are blocked while every query still sees the padded
+    keys."""
+    if len(mask) < 2 or len(mask) > len(scores):
+        return False
+    queries, keys = mask[-2], mask[-1]
+    return (
+        keys.value == 1
+        and queries.is_named
+        and queries == scores[-2]
+        and scores[-1].is_named
+        and scores[-1].value != 1
+    )
 
 
 @tensor_op(functions=[*_functional("dropout"), "torch.dropout"])
 def dropout(call: OpCall) -> Fact:
     return call.receiver.derive(origin=call.node)
+
+
+@module_op("torch.nn.MultiheadAttention")
+def multihead_attention_module(call: OpCall) -> Fact:
+    """``nn.MultiheadAttention``'s boolean masks are True where attention is NOT allowed."""
+    for position, keyword in ((3, "key_padding_mask"), (5, "attn_mask")):
+        mask = call.get(position - 1, keyword)
+        if mask is not None:
+            _check_polarity(call.context, mask, "block", "nn.MultiheadAttention")
+    return TupleFact((TensorFact(origin=call.node, scaling=None), UNKNOWN))
+
+
+def _check_polarity(context: OpContext, mask: Argument, expected: str, api: str) -> None:
+    tensor = as_tensor(mask[0])
+    if tensor is None or tensor.dtype != "bool" or tensor.polarity is None:
+        return
+    if tensor.polarity != expected:
+        context.observe(MaskPolarity(mask[1], expected, tensor.polarity, api))
 
 
 @module_op("torch.nn.Dropout", "torch.nn.Identity")
@@ -634,14 +844,31 @@ def dropout_module(call: OpCall) -> Fact:
 def elementwise(call: OpCall) -> Fact:
     """A function applied to each element: shape and layout stay, the values change."""
     receiver = call.receiver
-    return receiver.derive(origin=call.node, product=None, scaling=(), is_parameter=False)
+    scalar = None
+    if receiver.scalar is not None and call.name in ("sqrt", "torch.sqrt"):
+        scalar = receiver.scalar.power(0.5)
+    elif receiver.scalar is not None and call.name in ("rsqrt", "torch.rsqrt"):
+        scalar = receiver.scalar.power(-0.5)
+    return receiver.derive(
+        origin=call.node,
+        product=None,
+        scaling=(),
+        is_parameter=False,
+        scalar=scalar,
+        weights=False,
+        probabilities=False,
+        polarity=None,
+        fill=None,
+    )
 
 
 @tensor_op(functions=_functional("normalize"))
 def normalize(call: OpCall) -> Fact:
     # unit vectors: their dot products are bounded, which is a scaling of its own
     receiver = call.receiver
-    return receiver.derive(origin=call.node, product=None, scaling=(call.node,))
+    return receiver.derive(
+        origin=call.node, product=None, scaling=(ScaleEvidence(call.node, None),)
+    )
 
 
 # --- arithmetic -------------------------------------------------------------------------
@@ -666,7 +893,9 @@ def broadcast_shapes(
     return tuple(shape)
 
 
-def arithmetic(node: cst.CSTNode, operator: str, left: Fact, right: Fact) -> Fact:
+def arithmetic(
+    context: OpContext, node: cst.CSTNode, operator: str, left: Fact, right: Fact
+) -> Fact:
     """``left <operator> right`` for ``+ - * /`` where at least one side may be a tensor."""
     if isinstance(left, IntFact) and isinstance(right, IntFact):
         if operator == "*":
@@ -678,29 +907,58 @@ def arithmetic(node: cst.CSTNode, operator: str, left: Fact, right: Fact) -> Fac
             return IntFact(
                 Dim.constant(values[0] + values[1] if operator == "+" else values[0] - values[1])
             )
-        return UNKNOWN if operator != "/" else ScalarFact()
+        return UNKNOWN if operator != "/" else _number_arithmetic(operator, left, right)
     if _is_number(left) and _is_number(right):
-        return ScalarFact()
+        return _number_arithmetic(operator, left, right)
     tensors = [fact for fact in (left, right) if isinstance(fact, TensorFact)]
     if not tensors:
         return UNKNOWN
-    return _tensor_arithmetic(node, operator, left, right)
+    return _tensor_arithmetic(context, node, operator, left, right)
+
+
+def _number_arithmetic(operator: str, left: Fact, right: Fact) -> ScalarFact:
+    """``1 / math.sqrt(d)``, ``d * 2``: numbers keep their meaning where it is simple."""
+    a, b = scale_of(left), scale_of(right)
+    scale = None
+    if a is not None and b is not None and operator in "*/":
+        scale = a.times(b if operator == "*" else b.power(-1))
+    value = None
+    x, y = _number(left), _number(right)
+    if x is not None and y is not None:
+        value = {"*": x * y, "+": x + y, "-": x - y}.get(operator)
+        if operator == "/" and y != 0:
+            value = x / y
+    return ScalarFact(scale=scale, value=value)
 
 
 def _is_number(fact: Fact) -> bool:
     return isinstance(fact, IntFact | ScalarFact)
 
 
-def _tensor_arithmetic(node: cst.CSTNode, operator: str, left: Fact, right: Fact) -> Fact:
+def _tensor_arithmetic(
+    context: OpContext, node: cst.CSTNode, operator: str, left: Fact, right: Fact
+) -> Fact:
     left_tensor, right_tensor = as_tensor(left), as_tensor(right)
     if left_tensor is None and right_tensor is None:
         return UNKNOWN
     if left_tensor is None or right_tensor is None:
         # a tensor and a plain number: same shape and layout
         tensor = left_tensor or right_tensor
+        number = right if left_tensor is not None else left
         assert tensor is not None
-        scaling = _scaled(tensor, node) if operator in ("*", "/") else tensor.scaling
-        return tensor.derive(origin=node, scaling=scaling)
+        scaling = tensor.scaling
+        if operator in ("*", "/"):
+            factor = scale_of(number)
+            inverted = operator == "/" and left_tensor is not None
+            scaling = _scaled(tensor, node, factor.power(-1) if factor and inverted else factor)
+        fill = number if operator == "*" and isinstance(number, ScalarFact) else None
+        return tensor.derive(
+            origin=node,
+            scaling=scaling,
+            probabilities=False,
+            fill=fill,
+            masked_weights=None if operator == "/" else tensor.masked_weights,
+        )
     shape = broadcast_shapes(left_tensor.shape, right_tensor.shape)
     both_contiguous = (
         left_tensor.layout is not None
@@ -715,7 +973,13 @@ def _tensor_arithmetic(node: cst.CSTNode, operator: str, left: Fact, right: Fact
         main, other = other, main
     scaling = main.scaling
     if (operator == "/" and main is left_tensor) or (operator == "*" and _may_be_scale(other)):
-        scaling = _scaled(main, node)
+        factor = other.scalar.power(-1) if operator == "/" and other.scalar else other.scalar
+        scaling = _scaled(main, node, factor)
+    if operator in "+-" and main.product is not None:
+        # scores + mask: an additive mask must broadcast along the scores' axes
+        _check_mask(context, main, other, _operand_node(node, other is right_tensor))
+        if other.fill is not None:
+            _check_fill(context, main, other.fill.value, other.fill.origin or node)
     return TensorFact(
         shape=shape,
         layout=layout,
@@ -723,7 +987,22 @@ def _tensor_arithmetic(node: cst.CSTNode, operator: str, left: Fact, right: Fact
         is_parameter=left_tensor.is_parameter and right_tensor.is_parameter,
         scaling=scaling,
         product=main.product if operator in "+-*/" else None,
+        masked_weights=_masked_product(node, operator, main, other),
+        weights=main.weights and operator in "*",
+        masked_with=main.masked_with,
     )
+
+
+def _masked_product(
+    node: cst.CSTNode, operator: str, main: TensorFact, other: TensorFact
+) -> cst.CSTNode | None:
+    """Weights times a mask (a tensor built by tril/triu or a comparison) are masked weights;
+    dividing (renormalising) forgets it."""
+    if operator == "/":
+        return None
+    if operator == "*" and main.weights and other.polarity is not None:
+        return node
+    return main.masked_weights
 
 
 def _may_be_scale(fact: TensorFact) -> bool:
@@ -731,8 +1010,16 @@ def _may_be_scale(fact: TensorFact) -> bool:
     return fact.is_parameter or fact.rank is None or fact.rank == 0
 
 
-def _scaled(tensor: TensorFact, node: cst.CSTNode) -> tuple[cst.CSTNode, ...] | None:
-    return None if tensor.scaling is None else (*tensor.scaling, node)
+def _scaled(
+    tensor: TensorFact, node: cst.CSTNode, factor: Scale | None
+) -> tuple[ScaleEvidence, ...] | None:
+    return None if tensor.scaling is None else (*tensor.scaling, ScaleEvidence(node, factor))
+
+
+def _operand_node(node: cst.CSTNode, right: bool) -> cst.CSTNode:
+    if isinstance(node, cst.BinaryOperation):
+        return node.right if right else node.left
+    return node
 
 
 @tensor_op("mul", "div", "multiply", "divide", "true_divide", functions=_torch("mul", "div"))
@@ -741,7 +1028,7 @@ def multiply_method(call: OpCall) -> Fact:
     if other is None:
         return UNKNOWN
     operator = "*" if call.name in ("mul", "multiply", "torch.mul") else "/"
-    return arithmetic(call.node, operator, call.receiver, other[0])
+    return arithmetic(call.context, call.node, operator, call.receiver, other[0])
 
 
 @tensor_op("add", "sub", functions=_torch("add", "sub"))
@@ -749,7 +1036,7 @@ def add_method(call: OpCall) -> Fact:
     other = call.get(0, "other")
     if other is None:
         return UNKNOWN
-    return arithmetic(call.node, "+", call.receiver, other[0])
+    return arithmetic(call.context, call.node, "+", call.receiver, other[0])
 
 
 # --- products ----------------------------------------------------------------------------
@@ -780,9 +1067,12 @@ def matrix_product(
     scaling = None
     if left.scaling is not None and right.scaling is not None:
         scaling = left.scaling + right.scaling
-    product = Product(node, left, right, left_node, right_node, -1, -2)
+    key_size = right.shape[-1] if right.shape else None
+    product = Product(node, left, right, left_node, right_node, -1, -2, -1, key_size)
     if right.is_linear_weight:
         context.observe(LinearWeightProduct(product))
+    if left.masked_weights is not None:
+        context.observe(MaskAfterSoftmax(left.masked_weights))
     return new_tensor(shape, node).derive(scaling=scaling, product=product)
 
 
@@ -808,8 +1098,10 @@ def baddbmm(call: OpCall) -> Fact:
     if left is None or right is None:
         return TensorFact(origin=call.node, scaling=None)
     result = matrix_product(call.context, call.node, left, right, operands[0][1], operands[1][1])
-    if call.get(None, "alpha") is not None:
-        result = result.derive(scaling=_scaled(result, call.node), product=result.product)
+    alpha = call.get(None, "alpha")
+    if alpha is not None:
+        scaling = _scaled(result, call.node, scale_of(alpha[0]))
+        result = result.derive(scaling=scaling, product=result.product)
     return result
 
 
@@ -843,6 +1135,13 @@ def einsum(call: OpCall) -> Fact:
     if len(contracted) != 1:
         return result
     letter = contracted[0]
+    key_letters = [key for key in right_letters if key not in left_letters and key in output]
+    key_axis, key_size = -1, None
+    if len(key_letters) == 1:
+        key_axis = output.index(key_letters[0]) - len(output)
+        key_size = shape[key_axis]
+    if left.masked_weights is not None:
+        call.context.observe(MaskAfterSoftmax(left.masked_weights))
     return result.derive(
         scaling=scaling,
         product=Product(
@@ -853,6 +1152,8 @@ def einsum(call: OpCall) -> Fact:
             call.args[2][1],
             left_letters.index(letter),
             right_letters.index(letter),
+            key_axis,
+            key_size,
         ),
     )
 
@@ -914,18 +1215,46 @@ def _normalised(call: OpCall) -> TensorFact:
 
 @tensor_op("softmax", functions=[*_torch("softmax"), *_functional("softmax")])
 def softmax(call: OpCall) -> Fact:
-    return _softmax(call, call.receiver)
+    given = call.get(0, "dim")
+    dim = call.int_arg(0, "dim")
+    return _softmax(call, call.receiver, dim, given is not None and dim is None)
 
 
 @module_op("torch.nn.Softmax")
 def softmax_module(call: OpCall) -> Fact:
-    return _softmax(call, call.receiver)
+    return _softmax(call, call.receiver, call.module.dim if call.module else None, False)
 
 
-def _softmax(call: OpCall, scores: TensorFact) -> Fact:
-    if scores.product is not None:
-        call.context.observe(AttentionScores(call.node, scores, scores.product))
-    return new_tensor(scores.shape, call.node)
+def _softmax(call: OpCall, scores: TensorFact, dim: int | None, dim_unknown: bool) -> Fact:
+    """Attention weights when ``scores`` are attention scores; checks the axis it runs over.
+
+    Without ``dim`` PyTorch picks axis 0 for 0-, 1- and 3-D input and axis 1 otherwise.
+    """
+    product = scores.product
+    if product is not None:
+        call.context.observe(AttentionScores(call.node, scores, product))
+        if not dim_unknown and scores.shape is not None:
+            rank = len(scores.shape)
+            implicit = dim is None
+            axis = (0 if rank in (0, 1, 3) else 1) if implicit else dim
+            keys = product.key_axis % rank if rank else None
+            same_keys = (
+                keys is not None
+                and product.key_size is not None
+                and scores.shape[keys] == product.key_size
+            )
+            if axis is not None and keys is not None and same_keys and axis % rank != keys:
+                call.context.observe(SoftmaxAxis(call.node, axis % rank, keys, rank, implicit))
+    dtype = call.get(None, "dtype")
+    result_dtype = scores.dtype
+    if dtype is not None and isinstance(dtype[0], QualifiedName):
+        result_dtype = _DTYPES.get(dtype[0].name)
+    return new_tensor(scores.shape, call.node).derive(
+        weights=product is not None,
+        probabilities=True,
+        dtype=result_dtype,
+        masked_with=scores.masked_with,
+    )
 
 
 # --- constructors ------------------------------------------------------------------------
@@ -934,16 +1263,22 @@ def _softmax(call: OpCall, scores: TensorFact) -> Fact:
 @function_op(*_torch("randn", "rand", "zeros", "ones", "empty", "full"))
 def allocate(call: OpCall) -> Fact:
     sizes = call.sizes(0, -1 if call.name == "torch.full" else None)
+    dtype = call.get(None, "dtype")
+    named = _DTYPES.get(dtype[0].name) if dtype and isinstance(dtype[0], QualifiedName) else None
     if sizes is None or any(size is None for size in sizes):
-        return new_tensor(None, call.node)
-    return new_tensor(tuple(size for size in sizes if size is not None), call.node)
+        return new_tensor(None, call.node).derive(dtype=named)
+    shape = tuple(size for size in sizes if size is not None)
+    return new_tensor(shape, call.node).derive(dtype=named)
 
 
 @function_op("torch.tensor")
 def tensor_constant(call: OpCall) -> Fact:
     data = call.get(0, "data")
-    scalar = data is not None and isinstance(data[0], IntFact | ScalarFact)
-    return new_tensor(() if scalar else None, call.node)
+    if data is None or not isinstance(data[0], IntFact | ScalarFact):
+        return new_tensor(None, call.node)
+    if isinstance(call.node, cst.Call):
+        call.context.observe(TensorFromNumber(call.node))
+    return new_tensor((), call.node).derive(scalar=scale_of(data[0]))
 
 
 @tensor_op(functions=_torch("randn_like", "rand_like", "zeros_like", "ones_like", "empty_like"))
@@ -1006,6 +1341,29 @@ def embedding_module(call: OpCall) -> Fact:
     return new_tensor(None if ids is None else (*ids, width), call.node).derive(known_last=width)
 
 
+@tensor_op(functions=_functional("cross_entropy"))
+def cross_entropy(call: OpCall) -> Fact:
+    _check_logits(call, call.receiver, call.receiver_node)
+    return TensorFact(shape=(), origin=call.node)
+
+
+@module_op("torch.nn.CrossEntropyLoss")
+def cross_entropy_module(call: OpCall) -> Fact:
+    _check_logits(call, call.receiver, call.receiver_node)
+    return TensorFact(shape=(), origin=call.node)
+
+
+def _check_logits(call: OpCall, inputs: TensorFact, node: cst.BaseExpression | None) -> None:
+    """Cross-entropy applies log-softmax itself: it wants logits, not probabilities."""
+    if inputs.probabilities and node is not None:
+        call.context.observe(ProbabilitiesIntoLoss(node))
+
+
+@function_op("torch.nn.CrossEntropyLoss")
+def cross_entropy_constructor(call: OpCall) -> Fact:
+    return ModuleFact("torch.nn.CrossEntropyLoss")
+
+
 @function_op("torch.nn.Softmax")
 def softmax_constructor(call: OpCall) -> Fact:
     return ModuleFact("torch.nn.Softmax", dim=call.int_arg(0, "dim"))
@@ -1061,7 +1419,10 @@ def split(call: OpCall) -> Fact:
         position = receiver.normalise_axis(axis)
         if position is not None:
             count = receiver.shape[position].floordiv(fact.dim).value
-            return _pieces(call, count, axis, fact.dim)
+            pieces = _pieces(call, count if count is not None else 1, axis, fact.dim)
+            if count is None and isinstance(pieces, TupleFact):
+                return RepeatedFact(pieces.items[0])  # as many pieces as the code unpacks
+            return pieces
     return UNKNOWN
 
 

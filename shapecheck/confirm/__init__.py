@@ -23,6 +23,7 @@ import importlib.util
 import inspect
 import re
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,15 +126,17 @@ def matches(
 
 def allocates(case: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
     """Call ``case``; it must build new tensors from Python numbers (``torch.tensor(3.0)``)
-    while it runs — the hygiene problem SC601 names, shown by counting the calls."""
+    while it runs — the hygiene problem SC601 names, shown by counting the calls. The outcome
+    covers only the lines that made those calls, so other marks in the case need their own."""
     import torch
 
-    built: list[object] = []
+    built: list[tuple[str, int]] = []
     original = torch.tensor
 
     def counting(data: Any, *rest: Any, **options: Any) -> Any:
         if isinstance(data, int | float | bool):
-            built.append(data)
+            caller = sys._getframe(1)
+            built.append((caller.f_code.co_filename, caller.f_lineno))
         return original(data, *rest, **options)
 
     torch.tensor = counting
@@ -143,7 +146,11 @@ def allocates(case: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
         torch.tensor = original
     if not built:
         raise AssertionError(f"{_name(case)} built no tensor from a Python number")
-    _record(case, "allocates", f"{len(built)} torch.tensor(<number>) per call")
+    if _recorded is not None:
+        for (filename, line), count in Counter(built).items():
+            path = str(Path(filename).resolve())
+            detail = f"{count} torch.tensor(<number>) per call"
+            _recorded.append(Outcome(_name(case), path, line, line, "allocates", detail))
     return len(built)
 
 
