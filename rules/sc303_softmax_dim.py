@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from shapecheck.analysis import ModuleAnalysis
+from shapecheck.analysis.observations import SoftmaxAxis
+from shapecheck.rule import Rule, Violation
+
+
+class SoftmaxDim(Rule):
+    """
+    ## What it does
+    Finds a softmax over attention scores that does not run over the keys' axis: no `dim` at
+    all on 3-D or 4-D scores (`F.softmax(scores)`, `nn.Softmax()`), or an explicit axis that
+    is not the keys' (`dim=1` on `[B, H, Lq, Lk]`, `dim=-1` on einsum output laid out
+    `bhkq`).
+
+    ## Why is this bad?
+    Each query's weights must sum to one over the keys. Without `dim`, PyTorch picks axis 0
+    for 3-D and axis 1 for 4-D input — the batch or the heads — and warns that the implicit
+    choice is deprecated. Over any other axis the weights mix heads, batches or queries;
+    nothing crashes.
+
+    ## Example
+    ```python
+    self.softmax = nn.Softmax()
+    weights = self.softmax(q @ k.transpose(-2, -1) / math.sqrt(d_k))   # [B, H, Lq, Lk]
+    ```
+
+    ## Use instead
+    ```python
+    self.softmax = nn.Softmax(dim=-1)
+    ```
+
+    ## Runtime evidence
+    No error (a deprecation warning for the implicit dim): the output differs from the
+    reference (fixtures/SC303_*.py). Real cases: hyunwoongko/transformer PR#4, PyTorch-NLP#2,
+    fastNLP#254, labmlai#146. Traps that stay quiet: 2-D scores with the implicit dim (it is
+    the keys), pooling softmaxes over a sequence axis, selective-kernel attention.
+    """
+
+    code = "SC303"
+    name = "softmax-dim"
+    severity = "error"
+    summary = "softmax over attention scores without dim, or over a non-key axis"
+
+    def check(self, analysis: ModuleAnalysis) -> Iterator[Violation]:
+        for softmax in analysis.observations(SoftmaxAxis):
+            how = (
+                f"without `dim`, so PyTorch picks axis {softmax.axis}"
+                if softmax.implicit
+                else f"over axis {softmax.axis}"
+            )
+            yield Violation(
+                softmax.softmax,
+                f"softmax of the {softmax.rank}-D attention scores runs {how}, but the keys "
+                f"are axis {softmax.keys}: pass `dim={softmax.keys - softmax.rank}`",
+            )

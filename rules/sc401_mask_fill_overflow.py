@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from shapecheck.analysis import ModuleAnalysis
+from shapecheck.analysis.observations import FillValue
+from shapecheck.rule import Rule, Violation
+
+
+class MaskFillOverflow(Rule):
+    """
+    ## What it does
+    Finds literals beyond float16's range (±65504) written into tensors whose dtype may be
+    float16: `masked_fill(mask == 0, -1e9)`, `torch.where(mask, scores, -1e9)`, additive masks
+    built as `(1 - mask) * -1e9`.
+
+    ## Why is this bad?
+    Under `.half()` or autocast the scores are float16 and PyTorch refuses the fill. The same
+    model that trains in float32 crashes the day someone enables mixed precision.
+
+    ## Example
+    ```python
+    scores = scores.masked_fill(mask == 0, -1e9)
+    ```
+
+    ## Use instead
+    ```python
+    scores = scores.masked_fill(mask == 0, torch.finfo(scores.dtype).min)
+    ```
+
+    ## Runtime evidence
+    In float16: `RuntimeError: value cannot be converted to type c10::Half without overflow`
+    (fixtures/SC401_*.py; the same error for a float32 model under
+    `torch.autocast(device_type, dtype=torch.float16)`, where the matmul makes fp16 scores).
+    An additive mask (`scores + (1 - mask) * -1e9`) or `torch.where(mask, scores, -1e9)` does
+    not raise: the fill becomes `-inf`, a fully blocked row turns to NaN, and the output
+    differs from the reference. Real cases: fairseq#3575, pytorch/benchmark PR#794,
+    pytorch-seq2seq#191, apex#93. Traps that stay quiet: bfloat16 (holds -1e9),
+    `float("-inf")`, scores cast with `.float()` first.
+    """
+
+    code = "SC401"
+    name = "mask-fill-overflow"
+    severity = "warning"
+    summary = "mask fill like -1e9 that overflows float16"
+
+    def check(self, analysis: ModuleAnalysis) -> Iterator[Violation]:
+        for fill in analysis.observations(FillValue):
+            if fill.overflow:
+                yield Violation(
+                    fill.node,
+                    f"{fill.value:g} is beyond float16's range (±65504): in half precision "
+                    "PyTorch refuses it; use `torch.finfo(scores.dtype).min`",
+                )

@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from shapecheck.analysis import ModuleAnalysis
+from shapecheck.analysis.observations import AttentionScores, TensorFromNumber
+from shapecheck.rule import Rule, Violation
+
+
+class TensorConstantInForward(Rule):
+    """
+    ## What it does
+    Finds `torch.tensor(<python number>)` built inside a forward pass (a method named
+    `forward`, or a function that computes attention), like the seed article's
+    `torch.sqrt(torch.tensor(self.head_dim, dtype=torch.float32))`.
+
+    ## Why is this bad?
+    Every call allocates a new tensor on the CPU, in float32 whatever the model's device and
+    dtype, and copies it over; under CUDA graphs or `torch.compile` it is a host
+    synchronisation or a recompilation hazard. A Python number does the same job for free.
+
+    ## Example
+    ```python
+    scores = q @ k.transpose(-2, -1) / torch.sqrt(torch.tensor(self.head_dim, dtype=torch.float32))
+    ```
+
+    ## Use instead
+    ```python
+    scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
+    ```
+
+    ## Runtime evidence
+    The same numbers, and a new tensor per call: `shapecheck.confirm.allocates` counts the
+    `torch.tensor(<number>)` calls a forward makes (fixtures/SC601_*.py). Traps that stay
+    quiet: constants built in `__init__` (`register_buffer`), `math.sqrt`, `d ** -0.5`.
+    """
+
+    code = "SC601"
+    name = "tensor-constant-in-forward"
+    severity = "warning"
+    summary = "`torch.tensor(<python number>)` built at every forward call"
+
+    def check(self, analysis: ModuleAnalysis) -> Iterator[Violation]:
+        for function in analysis.functions:
+            is_forward = function.name.rsplit(".", 1)[-1] == "forward"
+            attends = any(isinstance(o, AttentionScores) for o in function.observations)
+            if not (is_forward or attends):
+                continue
+            for constant in function.observations:
+                if isinstance(constant, TensorFromNumber):
+                    yield Violation(
+                        constant.call,
+                        "builds a new CPU float tensor from a Python number at every call: use "
+                        "the number itself (`math.sqrt(d)`, `d ** -0.5`)",
+                    )
