@@ -46,9 +46,15 @@ class MaskFillOverflow(Rule):
 
     def check(self, analysis: ModuleAnalysis) -> Iterator[Violation]:
         for fill in analysis.observations(FillValue):
-            if fill.overflow:
-                yield Violation(
-                    fill.node,
-                    f"{fill.value:g} is beyond float16's range (±65504): in half precision "
-                    "PyTorch refuses it; use `torch.finfo(scores.dtype).min`",
-                )
+            if not fill.overflow:
+                continue
+            effect = (
+                "masked_fill refuses it in half precision"
+                if fill.written_by_masked_fill
+                else "in half precision it becomes -inf, and a fully masked row becomes NaN"
+            )
+            yield Violation(
+                fill.node,
+                f"{fill.value:g} is beyond float16's range (±65504): {effect}; use "
+                "`torch.finfo(scores.dtype).min`",
+            )

@@ -11,7 +11,8 @@ class TensorConstantInForward(Rule):
     """
     ## What it does
     Finds `torch.tensor(<python number>)` built inside a forward pass (a method named
-    `forward`, or a function that computes attention), like the seed article's
+    `forward`, or a function that computes attention) and used where the number itself would
+    do — an operand of arithmetic with activations, or a fill value — like the seed article's
     `torch.sqrt(torch.tensor(self.head_dim, dtype=torch.float32))`.
 
     ## Why is this bad?
@@ -32,7 +33,9 @@ class TensorConstantInForward(Rule):
     ## Runtime evidence
     The same numbers, and a new tensor per call: `shapecheck.confirm.allocates` counts the
     `torch.tensor(<number>)` calls a forward makes (fixtures/SC601_*.py). Traps that stay
-    quiet: constants built in `__init__` (`register_buffer`), `math.sqrt`, `d ** -0.5`.
+    quiet: constants built in `__init__` (`register_buffer`), `math.sqrt`, `d ** -0.5`, and
+    constants placed on purpose: `device=`, `dtype=x.dtype` (Gemma rounds its sqrt(d_model)
+    normaliser to bf16 this way), `.to(x.device)` or `.to(logits)`.
     """
 
     code = "SC601"
@@ -50,6 +53,6 @@ class TensorConstantInForward(Rule):
                 if isinstance(constant, TensorFromNumber):
                     yield Violation(
                         constant.call,
-                        "builds a new CPU float tensor from a Python number at every call: use "
-                        "the number itself (`math.sqrt(d)`, `d ** -0.5`)",
+                        "builds a new CPU tensor from a Python number at every call where the "
+                        "number itself would do (`math.sqrt(d)`, `d ** -0.5`)",
                     )

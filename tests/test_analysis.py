@@ -309,3 +309,17 @@ def test_a_spliced_shape_of_unknown_length_says_nothing_about_rank() -> None:
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
     ]
     assert all(not isinstance(fact, TensorFact) or fact.shape is None for fact in views)
+
+
+@pytest.mark.parametrize(
+    "expression",
+    ["x / 0.0", "x * 0.0 ** -1", "x * (-4.0) ** 0.5", "x / (0 * d)"],
+)
+def test_numbers_python_cannot_compute_leave_the_scale_unknown(expression: str) -> None:
+    """Found in torch's own sources: a scale of 0 inverted must not crash the analysis."""
+    source = (
+        "import torch\n\n"
+        f"def f(x: torch.Tensor, d: int):\n    return torch.softmax({expression}, -1)\n"
+    )
+    result = lint_source(source.encode(), "example.py", [rule() for rule in all_rules()])
+    assert [d.code for d in result.diagnostics if d.code == "SC000"] == []

@@ -34,9 +34,12 @@ class ModuleAnalysis:
     functions: list[FunctionFacts]
 
     def observations(self, kind: type[ObservationT]) -> Iterator[ObservationT]:
+        """Each observation once, though a method inlined at several call sites repeats it."""
+        seen: set[object] = set()
         for function in self.functions:
             for observation in function.observations:
-                if isinstance(observation, kind):
+                if isinstance(observation, kind) and observation not in seen:
+                    seen.add(observation)
                     yield observation
 
     def source(self, node: cst.CSTNode) -> str:

@@ -59,7 +59,12 @@ class Scale:
     exponent: float
     coefficient: float = 1.0
 
-    def power(self, exponent: float) -> Scale:
+    def power(self, exponent: float) -> Scale | None:
+        """``None`` where Python's answer is not a real number: ``0 ** -1``, ``(-4) ** 0.5``."""
+        if (self.coefficient == 0 and exponent < 0) or (
+            self.coefficient < 0 and not float(exponent).is_integer()
+        ):
+            return None
         return Scale(self.base, self.exponent * exponent, self.coefficient**exponent)
 
     def times(self, other: Scale) -> Scale | None:
@@ -211,6 +216,12 @@ class TensorFact(Fact):
     """An additive mask made from a literal (``(1 - mask) * -1e9``)."""
     masked_with: frozenset[str] = frozenset()
     """The masks (as written) already applied to these attention scores or weights."""
+    from_number: cst.Call | None = field(default=None, compare=False)
+    """The ``torch.tensor(<python number>)`` call that built this host constant, until it is
+    placed on a device (``.to(x.device)``, ``.to(x)``)."""
+    unread_fills: tuple[tuple[cst.CSTNode, float], ...] = field(default=(), compare=False)
+    """Literals written into these scores that matter only once a softmax reads them: a fill
+    too weak to mask, or an additive fill that float16 turns into ``-inf``."""
 
     @property
     def is_scores(self) -> bool:
@@ -253,16 +264,27 @@ def fresh_shape(rank: int) -> tuple[Dim, ...]:
 
 def join(left: Fact, right: Fact) -> Fact:
     """What is still known after control flow merges two values: keep what both agree on."""
-    if left is right or left == right:
+    if left is right:
         return left
     if isinstance(left, TensorFact) and isinstance(right, TensorFact):
+        # a fill on either path may reach the softmax
+        unread_fills = (
+            *left.unread_fills,
+            *(f for f in right.unread_fills if f not in left.unread_fills),
+        )
+        if left == right:
+            return replace(left, unread_fills=unread_fills)
         return TensorFact(
             shape=_join_shapes(left.shape, right.shape),
             layout=left.layout if left.layout == right.layout else None,
             is_parameter=left.is_parameter and right.is_parameter,
             scaling=left.scaling if left.scaling == right.scaling else None,
             product=left.product if left.product == right.product else None,
+            dtype=left.dtype if left.dtype == right.dtype else None,
+            unread_fills=unread_fills,
         )
+    if left == right:
+        return left
     if isinstance(left, IntFact) and isinstance(right, IntFact):
         return IntFact(Dim.symbol("?"))
     return UNKNOWN

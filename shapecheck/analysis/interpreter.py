@@ -147,12 +147,18 @@ class Interpreter:
         """jaxtyping dimension names bound by the parameters' annotations."""
         self.return_spec: ShapeSpec | None = None
         self.nested: list[tuple[cst.FunctionDef, dict[str, Fact]]] = []
+        self.half_precision_branches = 0
+        """How many enclosing branches test for float16 (``x.dtype == torch.float16``)."""
 
     # --- OpContext -------------------------------------------------------------------------
 
     def observe(self, observation: Observation) -> None:
         if self.record:
             self.observations.append(observation)
+
+    @property
+    def precision_aware(self) -> bool:
+        return self.half_precision_branches > 0
 
     def size(self, fact: Fact, node: cst.BaseExpression) -> Dim | None:
         if isinstance(fact, IntFact):
@@ -301,6 +307,8 @@ class Interpreter:
             self.observe(DivisibilityCheck(_names_in(statement.test)))
         before = dict(self.env)
         branches: list[dict[str, Fact]] = []
+        guard = 1 if _HALF_PRECISION_NAMES & _names_in(statement.test) else 0
+        self.half_precision_branches += guard
         if self.run_block(_body(statement.body)):
             branches.append(self.env)
         self.env = dict(before)
@@ -310,6 +318,7 @@ class Interpreter:
             falls_through = self._if(orelse)
         elif isinstance(orelse, cst.Else):
             falls_through = self.run_block(_body(orelse.body))
+        self.half_precision_branches -= guard
         if falls_through:
             branches.append(self.env)
         if not branches:
@@ -1018,6 +1027,10 @@ def _compared_polarity(
     if isinstance(operator, cst.NotEqual | cst.GreaterThan) and value == 0:
         return mask.polarity
     return None
+
+
+_HALF_PRECISION_NAMES = frozenset({"float16", "half", "fp16"})
+"""A branch testing one of these (``if mask.dtype == torch.float16``) picks its fill per dtype."""
 
 
 def _names_in(node: cst.CSTNode) -> frozenset[str]:

@@ -150,6 +150,7 @@ class FillValue:
     value: float
     dtype: str | None
     overflow: bool
+    written_by_masked_fill: bool  # masked_fill refuses an overflow; arithmetic makes it -inf
 
 
 @dataclass(frozen=True)
@@ -175,7 +176,8 @@ class MaskBroadcast:
 
 @dataclass(frozen=True)
 class TensorFromNumber:
-    """``torch.tensor(<python number>)``: a new host tensor every time it runs."""
+    """``torch.tensor(<python number>)`` used where the number would do: a new host tensor
+    every time it runs."""
 
     call: cst.Call
 

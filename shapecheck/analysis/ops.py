@@ -60,6 +60,11 @@ class OpContext(Protocol):
 
     def observe(self, observation: Observation) -> None: ...
 
+    @property
+    def precision_aware(self) -> bool:
+        """Inside a branch that tests for float16: the code chooses its fills per dtype."""
+        ...
+
     def size(self, fact: Fact, node: cst.BaseExpression) -> Dim | None:
         """``fact`` used as a tensor size (names become stable symbols)."""
         ...
@@ -658,7 +663,23 @@ def same_values(call: OpCall) -> Fact:
     elif call.name == "type_as":
         other = call.tensor_arg(0, "other")
         dtype = other.dtype if other is not None else None
-    return call.receiver.derive(origin=call.node, dtype=dtype)
+    from_number = call.receiver.from_number
+    if call.name in ("cuda", "type_as") or (call.name == "to" and _places(call)):
+        from_number = None
+    return call.receiver.derive(origin=call.node, dtype=dtype, from_number=from_number)
+
+
+def _places(call: OpCall) -> bool:
+    """``.to(x.device)``, ``.to(x)``, ``.to(device=...)``: more than a dtype change."""
+    if "device" in call.kwargs:
+        return True
+    if not call.args:
+        return False
+    target, node = call.args[0]
+    is_dtype = isinstance(target, QualifiedName) or (
+        isinstance(node, cst.Attribute) and node.attr.value == "dtype"
+    )
+    return not is_dtype
 
 
 _CAST_METHODS = {
@@ -691,15 +712,29 @@ def masked_fill(call: OpCall) -> Fact:
     mask, value = call.get(0, "mask"), call.get(1, "value")
     if mask is not None:
         _check_mask(call.context, receiver, *mask)
+    unread_fills = receiver.unread_fills
+    constant = as_tensor(value[0]) if value is not None else None
+    if constant is not None and constant.from_number is not None:
+        call.context.observe(TensorFromNumber(constant.from_number))
     if value is not None and isinstance(value[0], ScalarFact | IntFact):
-        _check_fill(call.context, receiver, _number(value[0]), value[1])
+        filled = _number(value[0])
+        problem = _fill_problem(receiver, filled, value[1], masked_fill=True)
+        if problem is not None and problem.overflow:
+            if not call.context.precision_aware:
+                call.context.observe(problem)  # masked_fill refuses what float16 cannot hold
+        else:
+            unread_fills = _with_fill(call.context, receiver, filled, value[1])
     written = _written(mask[1]) if mask is not None else None
     masked = receiver.masked_weights
     if receiver.weights and written not in receiver.masked_with:
         masked = call.node  # the softmax already spent weight on these keys
     masked_with = receiver.masked_with | ({written} if written else set())
     return receiver.derive(
-        layout=layout, origin=call.node, masked_weights=masked, masked_with=masked_with
+        layout=layout,
+        origin=call.node,
+        masked_weights=masked,
+        masked_with=masked_with,
+        unread_fills=unread_fills,
     )
 
 
@@ -717,10 +752,13 @@ def where(call: OpCall) -> Fact:
             continue
         if condition is not None:
             _check_mask(call.context, tensor, *condition)
+        unread_fills = tensor.unread_fills
         if argument is not None and isinstance(argument[0], ScalarFact | IntFact):
-            _check_fill(call.context, tensor, _number(argument[0]), argument[1])
+            unread_fills = _with_fill(call.context, tensor, _number(argument[0]), argument[1])
         masked = call.node if tensor.weights else tensor.masked_weights
-        return tensor.derive(layout=None, origin=call.node, masked_weights=masked)
+        return tensor.derive(
+            layout=None, origin=call.node, masked_weights=masked, unread_fills=unread_fills
+        )
     return TensorFact(origin=call.node, scaling=None)
 
 
@@ -732,16 +770,31 @@ def _number(fact: Fact) -> float | None:
     return None
 
 
-def _check_fill(
+def _with_fill(
     context: OpContext, scores: TensorFact, value: float | None, node: cst.CSTNode
-) -> None:
+) -> tuple[tuple[cst.CSTNode, float], ...]:
+    """``scores``' unread fills and this one; a branch that tests for float16 picked a fill
+    beyond its range on purpose, and a positive one boosts keys rather than masking them."""
+    if value is None or value > 0 or (context.precision_aware and abs(value) > FLOAT16_MAX):
+        return scores.unread_fills
+    return (*scores.unread_fills, (node, value))
+
+
+def _fill_problem(
+    scores: TensorFact, value: float | None, node: cst.CSTNode, *, masked_fill: bool = False
+) -> FillValue | None:
     """A literal written into attention scores: beyond float16, or too weak to mask."""
     if value is None or math.isinf(value) or math.isnan(value):
-        return
+        return None
     if abs(value) > FLOAT16_MAX and scores.dtype not in ("float32", "float64", "bfloat16"):
-        context.observe(FillValue(node, value, scores.dtype, overflow=True))
-    elif abs(value) < WEAK_FILL and scores.is_scores:
-        context.observe(FillValue(node, value, scores.dtype, overflow=False))
+        return FillValue(
+            node, value, scores.dtype, overflow=True, written_by_masked_fill=masked_fill
+        )
+    if abs(value) < WEAK_FILL and scores.is_scores:
+        return FillValue(
+            node, value, scores.dtype, overflow=False, written_by_masked_fill=masked_fill
+        )
+    return None
 
 
 def _check_mask(context: OpContext, scores: TensorFact, mask: Fact, node: cst.CSTNode) -> None:
@@ -775,8 +828,8 @@ def misaligned_axis(mask: tuple[Dim, ...], scores: tuple[Dim, ...]) -> int | Non
     offset = len(scores) - len(mask)
     for index, dim in enumerate(mask):
         target = scores[offset + index]
-        if dim == target or dim.value == 1 or not dim.is_named:
-            continue
+        if dim == target or dim.value == 1 or not dim.is_named or not target.is_named:
+            continue  # an unknown size of the scores may be this one
         elsewhere = [i for i, size in enumerate(scores) if size == dim and i != offset + index]
         if elsewhere:
             return index
@@ -921,7 +974,8 @@ def _number_arithmetic(operator: str, left: Fact, right: Fact) -> ScalarFact:
     a, b = scale_of(left), scale_of(right)
     scale = None
     if a is not None and b is not None and operator in "*/":
-        scale = a.times(b if operator == "*" else b.power(-1))
+        factor = b if operator == "*" else b.power(-1)
+        scale = a.times(factor) if factor is not None else None
     value = None
     x, y = _number(left), _number(right)
     if x is not None and y is not None:
@@ -946,6 +1000,8 @@ def _tensor_arithmetic(
         tensor = left_tensor or right_tensor
         number = right if left_tensor is not None else left
         assert tensor is not None
+        if tensor.from_number is not None and not _is_number(number):
+            context.observe(TensorFromNumber(tensor.from_number))  # next to an activation
         scaling = tensor.scaling
         if operator in ("*", "/"):
             factor = scale_of(number)
@@ -959,6 +1015,9 @@ def _tensor_arithmetic(
             fill=fill,
             masked_weights=None if operator == "/" else tensor.masked_weights,
         )
+    for constant, partner in ((left_tensor, right_tensor), (right_tensor, left_tensor)):
+        if constant.from_number is not None and partner.from_number is None:
+            context.observe(TensorFromNumber(constant.from_number))
     shape = broadcast_shapes(left_tensor.shape, right_tensor.shape)
     both_contiguous = (
         left_tensor.layout is not None
@@ -975,11 +1034,13 @@ def _tensor_arithmetic(
     if (operator == "/" and main is left_tensor) or (operator == "*" and _may_be_scale(other)):
         factor = other.scalar.power(-1) if operator == "/" and other.scalar else other.scalar
         scaling = _scaled(main, node, factor)
+    unread_fills = main.unread_fills
     if operator in "+-" and main.product is not None:
         # scores + mask: an additive mask must broadcast along the scores' axes
         _check_mask(context, main, other, _operand_node(node, other is right_tensor))
-        if other.fill is not None:
-            _check_fill(context, main, other.fill.value, other.fill.origin or node)
+        if other.fill is not None and other.fill.value is not None:
+            added = -other.fill.value if operator == "-" else other.fill.value
+            unread_fills = _with_fill(context, main, added, other.fill.origin or node)
     return TensorFact(
         shape=shape,
         layout=layout,
@@ -990,7 +1051,18 @@ def _tensor_arithmetic(
         masked_weights=_masked_product(node, operator, main, other),
         weights=main.weights and operator in "*",
         masked_with=main.masked_with,
+        unread_fills=unread_fills,
+        dtype=_promoted(left_tensor.dtype, right_tensor.dtype),
     )
+
+
+def _promoted(left: str | None, right: str | None) -> str | None:
+    """The dtype of ``left op right`` as far as the fill checks care: with a float32 or
+    float64 operand the result is at least that wide (a mask or the model's dtype joins it)."""
+    if left == right:
+        return left
+    wide = [dtype for dtype in ("float64", "float32") if dtype in (left, right)]
+    return wide[0] if wide else None
 
 
 def _masked_product(
@@ -1233,6 +1305,10 @@ def _softmax(call: OpCall, scores: TensorFact, dim: int | None, dim_unknown: boo
     product = scores.product
     if product is not None:
         call.context.observe(AttentionScores(call.node, scores, product))
+        for node, value in scores.unread_fills:
+            problem = _fill_problem(scores, value, node)
+            if problem is not None:
+                call.context.observe(problem)
         if not dim_unknown and scores.shape is not None:
             rank = len(scores.shape)
             implicit = dim is None
@@ -1276,9 +1352,15 @@ def tensor_constant(call: OpCall) -> Fact:
     data = call.get(0, "data")
     if data is None or not isinstance(data[0], IntFact | ScalarFact):
         return new_tensor(None, call.node)
-    if isinstance(call.node, cst.Call):
-        call.context.observe(TensorFromNumber(call.node))
-    return new_tensor((), call.node).derive(scalar=scale_of(data[0]))
+    constant = new_tensor((), call.node).derive(scalar=scale_of(data[0]))
+    dtype = call.get(None, "dtype")
+    # a device, or the dtype of an activation, means the constant is placed on purpose
+    on_purpose = call.get(None, "device") is not None or (
+        dtype is not None and not isinstance(dtype[0], QualifiedName)
+    )
+    if isinstance(call.node, cst.Call) and not on_purpose:
+        return constant.derive(from_number=call.node)
+    return constant
 
 
 @tensor_op(functions=_torch("randn_like", "rand_like", "zeros_like", "ones_like", "empty_like"))
