@@ -323,3 +323,34 @@ def test_numbers_python_cannot_compute_leave_the_scale_unknown(expression: str) 
     )
     result = lint_source(source.encode(), "example.py", [rule() for rule in all_rules()])
     assert [d.code for d in result.diagnostics if d.code == "SC000"] == []
+
+
+def test_a_caller_that_knows_nothing_leaves_the_callee_its_own_facts() -> None:
+    """timm's tnt.py: Block.forward hands Attention.forward a value of unknown kind; the
+    attention must still be analysed as if called alone (here: the unchecked head split)."""
+    source = textwrap.dedent(
+        """
+        import torch.nn as nn
+
+        class Attention(nn.Module):
+            def __init__(self, dim: int, num_heads: int) -> None:
+                super().__init__()
+                self.num_heads = num_heads
+                self.head_dim = dim // num_heads
+                self.qkv = nn.Linear(dim, dim * 3)
+
+            def forward(self, x):
+                B, N, C = x.shape
+                return self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim)
+
+        class Block(nn.Module):
+            def __init__(self, dim: int, num_heads: int) -> None:
+                super().__init__()
+                self.attn = Attention(dim, num_heads)
+
+            def forward(self, x):
+                return self.attn(unknown_helper(x))
+        """
+    )
+    result = lint_source(source.encode(), "example.py", [rule() for rule in all_rules()])
+    assert [(d.line, d.code) for d in result.diagnostics] == [(8, "SC502")]

@@ -121,8 +121,8 @@ def _parameter_facts(context: ModuleContext) -> dict[cst.FunctionDef, dict[str, 
             for site in sites:
                 assert site is not None
                 merged = site[name] if merged is None else join(merged, site[name])
-            if merged is not None:
-                joined[name] = merged
+            if merged is not None and merged is not UNKNOWN:  # callers that know nothing
+                joined[name] = merged  # leave the function its own assumptions
         if joined:
             facts[function] = joined
     return facts
