@@ -307,7 +307,7 @@ class Interpreter:
             self.observe(DivisibilityCheck(_names_in(statement.test)))
         before = dict(self.env)
         branches: list[dict[str, Fact]] = []
-        guard = 1 if _HALF_PRECISION_NAMES & _names_in(statement.test) else 0
+        guard = 1 if _tests_half_precision(statement.test) else 0
         self.half_precision_branches += guard
         if self.run_block(_body(statement.body)):
             branches.append(self.env)
@@ -1031,6 +1031,31 @@ def _compared_polarity(
 
 _HALF_PRECISION_NAMES = frozenset({"float16", "half", "fp16"})
 """A branch testing one of these (``if mask.dtype == torch.float16``) picks its fill per dtype."""
+
+
+def _tests_half_precision(test: cst.BaseExpression) -> bool:
+    """Does an ``if`` test name float16? (A walk of the usual test shapes: a libcst visitor
+    on every ``if`` costs more than the rest of the branch's analysis.)"""
+    match test:
+        case cst.Name(value=name):
+            return name in _HALF_PRECISION_NAMES
+        case cst.Attribute(value=value, attr=attr):
+            return attr.value in _HALF_PRECISION_NAMES or _tests_half_precision(value)
+        case cst.Comparison(left=left, comparisons=comparisons):
+            return _tests_half_precision(left) or any(
+                _tests_half_precision(c.comparator) for c in comparisons
+            )
+        case cst.BooleanOperation(left=left, right=right):
+            return _tests_half_precision(left) or _tests_half_precision(right)
+        case cst.UnaryOperation(expression=expression):
+            return _tests_half_precision(expression)
+        case (
+            cst.Tuple(elements=elements) | cst.List(elements=elements) | cst.Set(elements=elements)
+        ):
+            return any(_tests_half_precision(element.value) for element in elements)
+        case cst.Call(func=func, args=args):
+            return _tests_half_precision(func) or any(_tests_half_precision(a.value) for a in args)
+    return False
 
 
 def _names_in(node: cst.CSTNode) -> frozenset[str]:
