@@ -180,6 +180,10 @@ class Product:
     key_size: Dim | None = None
 
 
+OPPOSITE_POLARITY = {"attend": "block", "block": "attend"}
+"""A mask's polarity after ``~`` or ``== 0``."""
+
+
 @dataclass(frozen=True)
 class TensorFact(Fact):
     """A tensor.

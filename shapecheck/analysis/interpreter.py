@@ -15,6 +15,7 @@ import libcst as cst
 from shapecheck.analysis.annotations import ShapeSpec, contradiction, parse_shape, shape_of
 from shapecheck.analysis.dims import Dim
 from shapecheck.analysis.facts import (
+    OPPOSITE_POLARITY,
     UNKNOWN,
     ClassRef,
     Fact,
@@ -1021,7 +1022,7 @@ def _compared_polarity(
     if mask.polarity is None or number is None or number.base != Dim.constant(1):
         return None
     value = number.coefficient
-    flipped = {"attend": "block", "block": "attend"}[mask.polarity]
+    flipped = OPPOSITE_POLARITY[mask.polarity]
     if isinstance(operator, cst.Equal):
         return flipped if value == 0 else mask.polarity if value == 1 else None
     if isinstance(operator, cst.NotEqual | cst.GreaterThan) and value == 0:

@@ -16,6 +16,7 @@ import libcst as cst
 
 from shapecheck.analysis.dims import Dim, product, provably_different
 from shapecheck.analysis.facts import (
+    OPPOSITE_POLARITY,
     UNKNOWN,
     AxisOp,
     Fact,
@@ -544,7 +545,7 @@ def logical_not(call: OpCall) -> Fact:
 
 def negated(mask: TensorFact, node: cst.CSTNode) -> TensorFact:
     """``~mask``: True where it was False; the polarity flips."""
-    flipped = {"attend": "block", "block": "attend"}.get(mask.polarity or "")
+    flipped = OPPOSITE_POLARITY.get(mask.polarity or "")
     return mask.derive(origin=node, polarity=flipped, product=None, dtype="bool")
 
 
@@ -722,7 +723,7 @@ def masked_fill(call: OpCall) -> Fact:
         if problem is not None and problem.overflow:
             if not call.context.precision_aware:
                 call.context.observe(problem)  # masked_fill refuses what float16 cannot hold
-        else:
+        elif problem is not None:  # too weak: wrong only if a softmax reads it
             unread_fills = _with_fill(call.context, receiver, filled, value[1])
     written = _written(mask[1]) if mask is not None else None
     masked = receiver.masked_weights
