@@ -6,6 +6,7 @@ import libcst as cst
 
 from shapecheck.analysis import ModuleAnalysis
 from shapecheck.analysis.observations import IncompatibleView
+from shapecheck.fixes import Fix, code
 from shapecheck.rule import Rule, Violation
 
 
@@ -59,7 +60,17 @@ class ViewWithoutContiguous(Rule):
                 f"`.view()` merges axes {axes}, which {reordered} left non-adjacent in memory: "
                 "PyTorch raises 'view size is not compatible'; "
                 "use `.contiguous().view(...)` or `.reshape(...)`",
+                fix=_contiguous_first(view.call),
             )
+
+
+def _contiguous_first(call: cst.Call) -> Fix | None:
+    """``x.view(...)`` -> ``x.contiguous().view(...)``: the same values, now in memory order."""
+    method = call.func
+    if not isinstance(method, cst.Attribute) or method.attr.value != "view":
+        return None
+    content = f"{code(method.value)}.contiguous(){code(method.dot)}view"
+    return Fix("insert `.contiguous()` before `.view()`", ((method, content),), safe=True)
 
 
 def _describe(analysis: ModuleAnalysis, node: cst.CSTNode) -> str:

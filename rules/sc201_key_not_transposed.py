@@ -2,9 +2,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import libcst as cst
+
 from shapecheck.analysis import ModuleAnalysis
-from shapecheck.analysis.facts import Product
+from shapecheck.analysis.facts import Product, TensorFact
 from shapecheck.analysis.observations import AttentionScores
+from shapecheck.fixes import Fix, atom
 from shapecheck.rule import Rule, Violation
 
 
@@ -58,7 +61,50 @@ class KeyNotTransposed(Rule):
                 continue
             problem = _problem(product)
             if problem is not None:
-                yield Violation(product.right_node, problem)
+                yield Violation(product.right_node, problem, fix=_fix(analysis, product))
+
+
+def _fix(analysis: ModuleAnalysis, product: Product) -> Fix | None:
+    """Keys with their last two axes swapped, written where the product reads them, when the
+    shapes prove it right: ``k.transpose(1, 2)``, ``k.T`` and ``k.view(B, H, D, L)`` of keys
+    ``[..., L, D]`` become ``k.transpose(-2, -1)``; keys ``[..., L, D]`` read as they are get
+    ``.transpose(-2, -1)`` appended."""
+    if product.right_contracted != -2 or product.left.shape is None:
+        return None  # einsum: the subscripts, not a transpose, say what is contracted
+    feature = product.left.shape[product.left_contracted]
+    written = product.right_node
+    op = product.right.axis_op
+    candidate: tuple[cst.BaseExpression, TensorFact] | None = None
+    if op is not None and op.node is written and op.name in ("T", "transpose", "view"):
+        receiver = _reordered(analysis, written)
+        fact = analysis.fact(receiver) if receiver is not None else None
+        if receiver is not None and isinstance(fact, TensorFact):
+            candidate = receiver, fact
+    else:
+        candidate = written, product.right
+    if candidate is None:
+        return None
+    keys, fact = candidate
+    if fact.shape is None or len(fact.shape) < 2:
+        return None
+    queries = product.left.shape
+    if fact.shape[-1] != feature or fact.shape[-2] == feature:
+        return None
+    if len(fact.shape) != len(queries) or fact.shape[:-2] != queries[:-2]:
+        return None  # the batch axes must already line up
+    content = f"{atom(keys)}.transpose(-2, -1)"
+    return Fix("transpose the keys' last two axes", ((written, content),), safe=False)
+
+
+def _reordered(analysis: ModuleAnalysis, node: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The tensor a ``.T``, ``.transpose(…)``/``torch.transpose(x, …)`` or ``.view(…)`` reads."""
+    if isinstance(node, cst.Attribute):
+        return node.value
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        if analysis.resolves_to(node.func, "torch.transpose"):
+            return node.args[0].value if node.args else None
+        return node.func.value
+    return None
 
 
 def _problem(product: Product) -> str | None:

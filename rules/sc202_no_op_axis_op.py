@@ -6,6 +6,7 @@ import libcst as cst
 
 from shapecheck.analysis import ModuleAnalysis
 from shapecheck.analysis.observations import NoOpAxisOp
+from shapecheck.fixes import Fix, atom
 from shapecheck.rule import Rule, Violation
 
 
@@ -47,7 +48,11 @@ class NoOpAxisOperation(Rule):
             name = op.call.func.attr.value if isinstance(op.call.func, cst.Attribute) else "op"
             axes = ", ".join(str(axis) for axis in op.axes)
             what = "keeps every axis in place" if name == "permute" else "swaps an axis with itself"
+            fix = None
+            if op.receiver is not None:
+                fix = Fix(f"remove the `{name}`", ((op.call, atom(op.receiver)),), safe=True)
             yield Violation(
                 op.anchor,
                 f"`{name}({axes})` {what}: it does nothing; remove it, or name the axes meant",
+                fix=fix,
             )

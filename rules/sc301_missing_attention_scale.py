@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import libcst as cst
 
 from shapecheck.analysis import ModuleAnalysis
+from shapecheck.analysis.facts import Product
 from shapecheck.analysis.observations import AttentionScores
+from shapecheck.fixes import Fix, bare, code, is_plain_reference, operand
 from shapecheck.rule import Rule, Violation
 
 
@@ -63,4 +66,37 @@ class MissingAttentionScale(Rule):
                 product.node,
                 "softmax over q·kᵀ scores that nothing scales: divide by `math.sqrt(d_k)` "
                 "(or multiply q by `d_k ** -0.5`) before the softmax",
+                fix=_scaled(analysis, product),
             )
+
+
+_SELF_ATTRIBUTE = re.compile(r"self(\.[A-Za-z_]\w*)+")
+
+
+def _scaled(analysis: ModuleAnalysis, product: Product) -> Fix | None:
+    """Divide by ``math.sqrt(d_k)`` after the product (``q @ kᵀ / s``, and
+    ``torch.matmul(q, kᵀ) / s`` where the call stands alone), else on the queries inside it.
+    ``d_k`` is the size the analysis knows (``self.head_dim``) or read from the queries
+    (``q.size(-1)``)."""
+    queries, written = product.left, product.left_node
+    size = queries.shape[product.left_contracted] if queries.shape is not None else None
+    if size is not None and _SELF_ATTRIBUTE.fullmatch(str(size)):
+        d_k = str(size)
+    elif is_plain_reference(written):
+        d_k = f"{code(written)}.size({product.left_contracted})"
+    else:
+        return None
+    divisor = f"math.sqrt({d_k})"
+    replacement: tuple[cst.CSTNode, str]
+    if isinstance(product.node, cst.BinaryOperation) or _stands_alone(analysis, product.node):
+        replacement = (product.node, f"{bare(product.node)} / {divisor}")
+    else:
+        replacement = (written, f"{operand(written)} / {divisor}")
+    return Fix("divide the scores by sqrt(d_k)", (replacement,), safe=False, imports=("math",))
+
+
+def _stands_alone(analysis: ModuleAnalysis, node: cst.CSTNode) -> bool:
+    """Is ``node`` a whole assigned value, returned value or argument (where ``node / s``
+    needs no parentheses)? A ``@`` product never needs them: ``/`` groups the same way."""
+    parent = analysis.parent(node)
+    return isinstance(parent, cst.Assign | cst.AnnAssign | cst.Return | cst.Arg)

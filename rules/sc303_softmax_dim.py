@@ -2,8 +2,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import libcst as cst
+
 from shapecheck.analysis import ModuleAnalysis
 from shapecheck.analysis.observations import SoftmaxAxis
+from shapecheck.fixes import Fix, bare
 from shapecheck.rule import Rule, Violation
 
 
@@ -55,4 +58,20 @@ class SoftmaxDim(Rule):
                 softmax.softmax,
                 f"softmax of the {softmax.rank}-D attention scores runs {how}, but the keys "
                 f"are axis {softmax.keys}: pass `dim={softmax.keys - softmax.rank}`",
+                fix=_over_keys(softmax),
             )
+
+
+def _over_keys(softmax: SoftmaxAxis) -> Fix | None:
+    """Write ``dim=<keys>`` (counted from the end) where the call takes it."""
+    keys = str(softmax.keys - softmax.rank)
+    description = f"softmax over the keys (dim={keys})"
+    if softmax.dim is not None:
+        return Fix(description, ((softmax.dim, keys),), safe=False)
+    call = softmax.softmax
+    if softmax.through_module or not isinstance(call, cst.Call):
+        return None
+    tight = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
+    dim = cst.Arg(cst.parse_expression(keys), keyword=cst.Name("dim"), equal=tight)
+    content = bare(call.with_changes(args=[*call.args, dim]))
+    return Fix(description, ((call, content),), safe=False)

@@ -2,8 +2,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import libcst as cst
+
 from shapecheck.analysis import ModuleAnalysis
 from shapecheck.analysis.observations import FillValue
+from shapecheck.fixes import Fix, code, is_plain_reference
 from shapecheck.rule import Rule, Violation
 
 
@@ -50,11 +53,29 @@ class MaskFillOverflow(Rule):
                 continue
             effect = (
                 "masked_fill refuses it in half precision"
-                if fill.written_by_masked_fill
+                if fill.masked_fill is not None
                 else "in half precision it becomes -inf, and a fully masked row becomes NaN"
             )
             yield Violation(
                 fill.node,
                 f"{fill.value:g} is beyond float16's range (±65504): {effect}; use "
                 "`torch.finfo(scores.dtype).min`",
+                fix=_dtype_minimum(analysis, fill),
             )
+
+
+def _dtype_minimum(analysis: ModuleAnalysis, fill: FillValue) -> Fix | None:
+    """``scores.masked_fill(mask, -1e9)`` -> ``…, torch.finfo(scores.dtype).min)``: the most
+    negative number the scores' own dtype holds, in every precision."""
+    call = fill.masked_fill
+    if call is None or fill.value >= 0 or not isinstance(call.func, cst.Attribute):
+        return None
+    if analysis.resolves_to(call.func, "torch.masked_fill"):
+        scores = call.args[0].value if call.args else None
+    else:
+        scores = call.func.value
+    torch = next((name for name, target in analysis.imports.items() if target == "torch"), None)
+    if scores is None or torch is None or not is_plain_reference(scores):
+        return None
+    minimum = f"{torch}.finfo({code(scores)}.dtype).min"
+    return Fix("fill with the dtype's minimum", ((fill.node, minimum),), safe=True)

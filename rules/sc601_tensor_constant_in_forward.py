@@ -2,8 +2,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import libcst as cst
+
 from shapecheck.analysis import ModuleAnalysis
 from shapecheck.analysis.observations import AttentionScores, TensorFromNumber
+from shapecheck.fixes import Fix, atom, code
 from shapecheck.rule import Rule, Violation
 
 
@@ -55,4 +58,36 @@ class TensorConstantInForward(Rule):
                         constant.call,
                         "builds a new CPU tensor from a Python number at every call where the "
                         "number itself would do (`math.sqrt(d)`, `d ** -0.5`)",
+                        fix=_number_itself(analysis, constant.call),
                     )
+
+
+def _number_itself(analysis: ModuleAnalysis, call: cst.Call) -> Fix | None:
+    """``torch.sqrt(torch.tensor(d, …))`` -> ``math.sqrt(d)``; ``torch.tensor(x)`` -> ``x``
+    where it is an operand or an argument (PyTorch treats both alike: a 0-d tensor does not
+    change the other operand's dtype)."""
+    if not call.args or call.args[0].keyword is not None:
+        return None
+    number = call.args[0].value
+    holder = analysis.parent(call)
+    if isinstance(holder, cst.Arg):
+        outer = analysis.parent(holder)
+        if (
+            isinstance(outer, cst.Call)
+            and len(outer.args) == 1
+            and analysis.resolves_to(outer.func, "torch.sqrt")
+        ):
+            content = f"math.sqrt({code(number)})"
+            return Fix("take the square root of the number", ((outer, content),), True, ("math",))
+        if holder.star or (holder.keyword is not None and holder.keyword.value != "value"):
+            return None
+        return Fix("use the number itself", ((call, code(number)),), safe=True)
+    if isinstance(holder, cst.BinaryOperation):
+        return Fix("use the number itself", ((call, _operand(number)),), safe=True)
+    return None
+
+
+def _operand(number: cst.BaseExpression) -> str:
+    if isinstance(number, cst.Integer | cst.Float):
+        return code(number)
+    return atom(number)

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from shapecheck.rule import Rule
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+T = TypeVar("T")
 
 
 class InputError(click.ClickException):
@@ -72,6 +73,17 @@ class InputError(click.ClickException):
     is_flag=True,
     help="Print each PATH[:Class.method] with the shapes the analysis infers, and exit.",
 )
+@click.option("--fix", is_flag=True, help="Apply safe fixes in place.")
+@click.option(
+    "--unsafe-fixes",
+    is_flag=True,
+    help="With --fix or --diff, also apply fixes that change results on purpose.",
+)
+@click.option(
+    "--diff",
+    is_flag=True,
+    help="Print the fixes as a unified diff and write nothing (exit 1 if there are any).",
+)
 @click.option("--list-rules", is_flag=True, help="List every rule and exit.")
 @click.option("--explain", metavar="CODE", help="Print a rule's documentation and exit.")
 @click.version_option(__version__, "--version", prog_name="shapecheck")
@@ -87,6 +99,9 @@ def main(
     isolated: bool,
     stdin_filename: str | None,
     show_shapes: bool,
+    fix: bool,
+    unsafe_fixes: bool,
+    diff: bool,
     list_rules: bool,
     explain: str | None,
 ) -> None:
@@ -137,16 +152,72 @@ def main(
     ignored = [*config_ignore, *cli_ignore]
     rules = [rule() for rule in all_rules() if enabled(rule.code, selected, ignored)]
 
-    results = _run(paths or (".",), settings, rules, stdin_filename, force_exclude)
-    diagnostics = sorted(
-        diagnostic
-        for result in results
-        for diagnostic in result.diagnostics
-        if not _ignored_for_file(diagnostic, settings)
-    )
+    targets = _targets(paths or (".",), settings, stdin_filename, force_exclude)
+    if fix or diff:
+        _fix(targets, settings, rules, unsafe_fixes, diff, output_format)
+    results = [_guarded(path, partial(_lint, path, data, rules)) for path, data in targets]
+    diagnostics = _kept(results, settings)
     # colour only on a terminal (click strips it elsewhere), and never under NO_COLOR
-    click.echo(_render(diagnostics, output_format, len(results)), color=_colour())
+    output = _render(diagnostics, output_format, len(results), unsafe_fixes)
+    click.echo(output, color=_colour())
     if any(result.unreadable for result in results):
+        sys.exit(EXIT_ERROR)
+    sys.exit(EXIT_FINDINGS if diagnostics else EXIT_CLEAN)
+
+
+def _fix(
+    targets: list[tuple[str, bytes | None]],
+    settings: Settings,
+    rules: list[Rule],
+    unsafe: bool,
+    diff: bool,
+    output_format: str,
+) -> None:
+    """``--fix`` writes each fixed file (stdin: prints it) and reports what remains;
+    ``--diff`` prints what it would change and exits 1 if anything."""
+    from shapecheck.fixer import FixError, fix_source, write_atomically
+    from shapecheck.linter import FileResult
+    from shapecheck.source import Source, parse_source
+
+    keep = partial(_kept_diagnostic, settings=settings)
+    results: list[FileResult] = []
+    fixed = 0
+    failed = False
+    for path, data in targets:
+        raw = _read(path) if data is None else data
+        if isinstance(raw, FileResult):
+            results.append(raw)
+            continue
+        source = parse_source(raw, path)
+        if not isinstance(source, Source):
+            results.append(FileResult(path, [source]))
+            continue
+        try:
+            outcome = _guarded(path, partial(fix_source, source, rules, keep, unsafe))
+            if isinstance(outcome, FileResult):
+                results.append(outcome)
+                continue
+            fixed += outcome.fixed
+            results.append(outcome.remaining)
+            if diff:
+                _print_diff(path, raw, outcome.data, source.encoding)
+            elif data is not None:
+                sys.stdout.buffer.write(outcome.data)  # stdin: the fixed source
+            elif outcome.data != raw:
+                write_atomically(path, outcome.data)
+        except FixError as error:
+            click.echo(f"{path}: {error}; left unchanged", err=True)
+            failed = True
+    if diff:
+        from shapecheck.report import count
+
+        click.echo(f"{count(fixed, 'fix')} would be applied", err=True)
+        sys.exit(EXIT_ERROR if failed else EXIT_FINDINGS if fixed else EXIT_CLEAN)
+    diagnostics = _kept(results, settings)
+    stdin_only = all(data is not None for _, data in targets)
+    output = _render(diagnostics, output_format, len(results), unsafe, fixed=fixed)
+    click.echo(output, color=_colour(), err=stdin_only)
+    if failed or any(result.unreadable for result in results):
         sys.exit(EXIT_ERROR)
     sys.exit(EXIT_FINDINGS if diagnostics else EXIT_CLEAN)
 
@@ -196,33 +267,56 @@ def _split(values: Sequence[str]) -> list[str]:
     return [part.strip() for value in values for part in value.split(",") if part.strip()]
 
 
-def _run(
-    paths: Sequence[str],
-    settings: Settings,
-    rules: list[Rule],
-    stdin_filename: str | None,
-    force_exclude: bool,
-) -> list[FileResult]:
-    from shapecheck.linter import lint_path, lint_source
-
-    results: list[FileResult] = []
+def _targets(
+    paths: Sequence[str], settings: Settings, stdin_filename: str | None, force_exclude: bool
+) -> list[tuple[str, bytes | None]]:
+    """The files to check as (path shown, content when it came from stdin)."""
+    targets: list[tuple[str, bytes | None]] = []
     if "-" in paths:
-        shown = stdin_filename or "-"
-        data = sys.stdin.buffer.read()
-        results.append(_guarded(shown, partial(lint_source, data, shown, rules)))
+        targets.append((stdin_filename or "-", sys.stdin.buffer.read()))
     files = [Path(p) for p in paths if p != "-"]
     for path in discover(files, settings.excludes, settings.root, force_exclude=force_exclude):
-        results.append(_guarded(str(path), partial(lint_path, str(path), rules)))
-    return results
+        targets.append((str(path), None))
+    return targets
 
 
-def _guarded(path: str, check: Callable[[], FileResult]) -> FileResult:
-    """Run one file's check; an internal error is reported for that file, not raised."""
+def _lint(path: str, data: bytes | None, rules: list[Rule]) -> FileResult:
+    from shapecheck.linter import lint_path, lint_source
+
+    return lint_path(path, rules) if data is None else lint_source(data, path, rules)
+
+
+def _read(path: str) -> bytes | FileResult:
     from shapecheck.diagnostics import input_error
     from shapecheck.linter import FileResult
 
     try:
+        with open(path, "rb") as file:
+            return file.read()
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        return FileResult(path, [input_error(path, f"cannot read: {reason}")])
+
+
+def _print_diff(path: str, before: bytes, after: bytes, encoding: str) -> None:
+    import difflib
+
+    old = before.decode(encoding).splitlines(keepends=True)
+    new = after.decode(encoding).splitlines(keepends=True)
+    for line in difflib.unified_diff(old, new, path, path):
+        click.echo(line if line.endswith("\n") else line + "\n", nl=False)
+
+
+def _guarded(path: str, check: Callable[[], T]) -> T | FileResult:
+    """Run one file's check; an internal error is reported for that file, not raised."""
+    from shapecheck.diagnostics import input_error
+    from shapecheck.fixer import FixError
+    from shapecheck.linter import FileResult
+
+    try:
         return check()
+    except FixError:
+        raise  # reported by the caller: the file stays as it was
     except RecursionError:
         return FileResult(path, [input_error(path, "cannot analyse: input too deeply nested")])
     except Exception as error:  # a bug in shapecheck must not stop the other files
@@ -231,6 +325,19 @@ def _guarded(path: str, check: Callable[[], FileResult]) -> FileResult:
             "please report it at the shapecheck issue tracker"
         )
         return FileResult(path, [input_error(path, message)])
+
+
+def _kept(results: list[FileResult], settings: Settings) -> list[Diagnostic]:
+    return sorted(
+        diagnostic
+        for result in results
+        for diagnostic in result.diagnostics
+        if _kept_diagnostic(diagnostic, settings)
+    )
+
+
+def _kept_diagnostic(diagnostic: Diagnostic, settings: Settings) -> bool:
+    return not _ignored_for_file(diagnostic, settings)
 
 
 def _ignored_for_file(diagnostic: Diagnostic, settings: Settings) -> bool:
@@ -248,7 +355,13 @@ def _colour() -> bool | None:
     return False if os.environ.get("NO_COLOR") else None
 
 
-def _render(diagnostics: list[Diagnostic], output_format: str, files_checked: int) -> str:
+def _render(
+    diagnostics: list[Diagnostic],
+    output_format: str,
+    files_checked: int,
+    unsafe: bool,
+    fixed: int | None = None,
+) -> str:
     from shapecheck.report import render
 
-    return render(diagnostics, output_format, files_checked)
+    return render(diagnostics, output_format, files_checked, unsafe=unsafe, fixed=fixed)

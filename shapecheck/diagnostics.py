@@ -2,13 +2,41 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 Severity = Literal["error", "warning"]
 
 INPUT_ERROR_CODE = "SC000"
 INPUT_ERROR_NAME = "unreadable-input"
+
+
+@dataclass(frozen=True)
+class TextEdit:
+    """Replace the text from (line, column) to just before (end_line, end_column), 1-based;
+    an insertion when both ends are the same place."""
+
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    content: str
+
+
+@dataclass(frozen=True)
+class FixEdits:
+    """A fix as text: applied whole or not at all."""
+
+    description: str
+    safe: bool
+    edits: tuple[TextEdit, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "description": self.description,
+            "applicability": "safe" if self.safe else "unsafe",
+            "edits": [asdict(edit) for edit in self.edits],
+        }
 
 
 @dataclass(frozen=True, order=True)
@@ -24,9 +52,29 @@ class Diagnostic:
     name: str
     severity: Severity
     message: str
+    fix: FixEdits | None = field(default=None, compare=False)
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "fix": None}
+        fields = {name: getattr(self, name) for name in _REPORTED}
+        return {**fields, "fix": self.fix.to_json() if self.fix else None}
+
+
+_REPORTED = (
+    "path",
+    "line",
+    "column",
+    "end_line",
+    "end_column",
+    "code",
+    "name",
+    "severity",
+    "message",
+)
+
+
+def applicable(fix: FixEdits | None, unsafe: bool) -> bool:
+    """Would ``--fix`` apply this fix (unsafe ones only with ``--unsafe-fixes``)?"""
+    return fix is not None and (fix.safe or unsafe)
 
 
 def input_error(path: str, message: str, line: int = 1, column: int = 1) -> Diagnostic:

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from shapecheck.analysis import analyse
-from shapecheck.diagnostics import Diagnostic, input_error
+from shapecheck.diagnostics import Diagnostic, FixEdits, TextEdit, input_error
+from shapecheck.fixes import Fix
 from shapecheck.rule import Rule, Violation
-from shapecheck.source import parse_source
+from shapecheck.source import Source, parse_source
 from shapecheck.suppression import is_suppressed, suppressions
 
 
@@ -41,30 +42,35 @@ def lint_source(data: bytes, path: str, rules: Sequence[Rule]) -> FileResult:
     source = parse_source(data, path)
     if isinstance(source, Diagnostic):
         return FileResult(path, [source])
+    return lint_parsed(source, rules)
+
+
+def lint_parsed(source: Source, rules: Sequence[Rule]) -> FileResult:
     analysis = analyse(source.module)
     found: list[tuple[Rule, Violation]] = []
     for rule in rules:
         found.extend((rule, violation) for violation in rule.check(analysis))
     if not found:
-        return FileResult(path, [])
-    return FileResult(path, _diagnostics(path, source.text, source.module, found))
+        return FileResult(source.path, [])
+    return FileResult(source.path, _diagnostics(source, analysis.imports, found))
 
 
 def _diagnostics(
-    path: str, text: str, module: cst.Module, found: list[tuple[Rule, Violation]]
+    source: Source, imports: dict[str, str], found: list[tuple[Rule, Violation]]
 ) -> list[Diagnostic]:
     # Positions cost a pass over the tree: computed only for files with findings.
-    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-    suppressed = suppressions(text)
+    positions = MetadataWrapper(source.module, unsafe_skip_copy=True).resolve(PositionProvider)
+    suppressed = suppressions(source.text)
     diagnostics: set[Diagnostic] = set()
     for rule, violation in found:
         where = positions[violation.node]
         line = where.start.line
         if is_suppressed(rule.code, line, suppressed):
             continue
+        fix = violation.fix
         diagnostics.add(
             Diagnostic(
-                path,
+                source.path,
                 line,
                 where.start.column + 1,
                 where.end.line,
@@ -73,6 +79,53 @@ def _diagnostics(
                 rule.name,
                 violation.severity or rule.severity,
                 violation.message,
+                _edits(fix, source.module, imports, positions) if fix else None,
             )
         )
     return sorted(diagnostics)
+
+
+def _edits(
+    fix: Fix,
+    module: cst.Module,
+    imports: dict[str, str],
+    positions: Mapping[cst.CSTNode, CodeRange],
+) -> FixEdits | None:
+    """A fix as text edits; ``None`` when a name its code needs is bound to something else."""
+    edits = []
+    for node, content in fix.replacements:
+        start, end = positions[node].start, positions[node].end
+        edits.append(TextEdit(start.line, start.column + 1, end.line, end.column + 1, content))
+    for name in fix.imports:
+        if imports.get(name) == name:
+            continue
+        if name in imports:
+            return None
+        edits.append(_import_edit(name, module, positions))
+    return FixEdits(fix.description, fix.safe, tuple(edits))
+
+
+def _import_edit(
+    name: str, module: cst.Module, positions: Mapping[cst.CSTNode, CodeRange]
+) -> TextEdit:
+    """``import name`` on the line after the module's last top-level import (or before its
+    first statement after the docstring)."""
+    statements = [s for s in module.body if isinstance(s, cst.SimpleStatementLine)]
+    imports = [s for s in statements if isinstance(s.body[0], cst.Import | cst.ImportFrom)]
+    newline = module.default_newline
+    if imports:
+        line = positions[imports[-1]].end.line + 1
+    else:
+        first = next(
+            (s for s in module.body if not (s is module.body[0] and _is_docstring(s))), None
+        )
+        line = positions[first].start.line if first is not None else 1
+    return TextEdit(line, 1, line, 1, f"import {name}{newline}")
+
+
+def _is_docstring(statement: cst.BaseStatement) -> bool:
+    return (
+        isinstance(statement, cst.SimpleStatementLine)
+        and isinstance(statement.body[0], cst.Expr)
+        and isinstance(statement.body[0].value, cst.SimpleString | cst.ConcatenatedString)
+    )

@@ -23,18 +23,20 @@ if TYPE_CHECKING:
 
     from shapecheck.analysis import ModuleAnalysis
     from shapecheck.diagnostics import Severity
+    from shapecheck.fixes import Fix
 
 CODE_PATTERN = re.compile(r"SC[1-9][0-9]{2}")
 
 
 @dataclass(frozen=True)
 class Violation:
-    """What a rule found: the node to point at, the message, and (rarely) a severity other
-    than the rule's own."""
+    """What a rule found: the node to point at, the message, (rarely) a severity other than
+    the rule's own, and the fix when there is one right rewrite."""
 
     node: cst.CSTNode
     message: str
     severity: Severity | None = None
+    fix: Fix | None = None
 
 
 class Rule:

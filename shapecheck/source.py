@@ -18,6 +18,8 @@ class Source:
     path: str
     text: str
     module: cst.Module
+    encoding: str
+    """How the text was decoded (``utf-8-sig`` keeps a BOM): fixed text is encoded back so."""
 
 
 def parse_source(data: bytes, path: str) -> Source | Diagnostic:
@@ -42,7 +44,7 @@ def parse_source(data: bytes, path: str) -> Source | Diagnostic:
         return _syntax_error(path, text, error)
     except (RecursionError, MemoryError) as error:
         return input_error(path, f"cannot parse: {type(error).__name__} (input too deeply nested)")
-    return Source(path, text, module)
+    return Source(path, text, module, encoding)
 
 
 def _syntax_error(path: str, text: str, error: cst.ParserSyntaxError) -> Diagnostic:

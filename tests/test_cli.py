@@ -24,9 +24,11 @@ def test_text_output_names_path_line_column_code_and_counts(cli: Cli, write: Wri
     result = cli("model.py", "other.py")
     assert result.exit_code == 1
     lines = result.output.splitlines()
-    assert lines[0].startswith("model.py:6:37: SC101 `.view()` merges axes 2 and 3")
-    assert lines[1].startswith("other.py:5:14: SC301 ")
-    assert lines[-1] == "2 findings in 2 files"
+    assert lines[0].startswith("model.py:6:37: SC101 [*] `.view()` merges axes 2 and 3")
+    assert lines[1].startswith("other.py:5:14: SC301 softmax")  # its fix is unsafe: no [*]
+    assert lines[-1] == (
+        "2 findings in 2 files; [*] 1 fixable with --fix (1 more with --unsafe-fixes)"
+    )
     assert "\x1b[" not in result.output  # colour only on a terminal
 
 
@@ -70,7 +72,19 @@ def test_json_output_follows_the_contract(cli: Cli, write: Write) -> None:
         "name": "view-without-contiguous",
         "severity": "error",
         "message": finding["message"],
-        "fix": None,
+        "fix": {
+            "description": "insert `.contiguous()` before `.view()`",
+            "applicability": "safe",
+            "edits": [
+                {
+                    "line": 6,
+                    "column": 12,
+                    "end_line": 6,
+                    "end_column": 41,
+                    "content": "attn_out.transpose(1, 2).contiguous().view",
+                }
+            ],
+        },
     }
     assert "contiguous" in finding["message"]
 

@@ -8,14 +8,14 @@ function body (see :mod:`shapecheck.analysis.interpreter`) and returns a
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 import libcst as cst
 
 from shapecheck.analysis.dims import Dim, Quotient, Symbol, substitute
 from shapecheck.analysis.facts import UNKNOWN, Fact, IntFact, ModuleFact, ScalarFact, join
-from shapecheck.analysis.imports import collect_imports
+from shapecheck.analysis.imports import collect_imports, dotted_name
 from shapecheck.analysis.interpreter import (
     ClassModel,
     FunctionFacts,
@@ -32,6 +32,9 @@ class ModuleAnalysis:
 
     module: cst.Module
     functions: list[FunctionFacts]
+    imports: dict[str, str] = field(default_factory=dict)
+    """Each name an import binds -> what it imports (``F`` -> ``torch.nn.functional``)."""
+    _parents: dict[cst.CSTNode, cst.CSTNode] | None = field(default=None, repr=False)
 
     def observations(self, kind: type[ObservationT]) -> Iterator[ObservationT]:
         """Each observation once, though a method inlined at several call sites repeats it."""
@@ -44,6 +47,45 @@ class ModuleAnalysis:
 
     def source(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)
+
+    def fact(self, node: cst.CSTNode) -> Fact | None:
+        """What the analysis knows about the value of expression ``node``."""
+        for function in self.functions:
+            if node in function.facts:
+                return function.facts[node]
+        return None
+
+    def resolves_to(self, node: cst.BaseExpression, target: str) -> bool:
+        """Does ``node`` (``torch``, ``th.sqrt``) name ``target`` through the imports?"""
+        name = dotted_name(node)
+        if name is None:
+            return False
+        head, _, rest = name.partition(".")
+        bound = self.imports.get(head)
+        return bound is not None and ".".join(filter(None, (bound, rest))) == target
+
+    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        """The node holding ``node`` (computed once per module, when a fix first asks)."""
+        if self._parents is None:
+            collector = _Parents()
+            self.module.visit(collector)
+            self._parents = collector.parents
+        return self._parents.get(node)
+
+
+class _Parents(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
+        self.stack: list[cst.CSTNode] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if self.stack:
+            self.parents[node] = self.stack[-1]
+        self.stack.append(node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self.stack.pop()
 
 
 def uses_torch(imports: dict[str, str]) -> bool:
@@ -58,7 +100,7 @@ def analyse(module: cst.Module, *, shapes: bool = True) -> ModuleAnalysis:
     """
     imports = collect_imports(module)
     if not uses_torch(imports):
-        return ModuleAnalysis(module, [])
+        return ModuleAnalysis(module, [], imports)
     context = ModuleContext(imports, shapes=shapes)
     definitions = list(_definitions(module.body))
     for definition in definitions:
@@ -83,7 +125,7 @@ def analyse(module: cst.Module, *, shapes: bool = True) -> ModuleAnalysis:
             outputs[index] = _analyse_function(context, *job)
     for output in outputs:
         functions.extend(output)
-    return ModuleAnalysis(module, functions)
+    return ModuleAnalysis(module, functions, imports)
 
 
 Job = tuple[cst.FunctionDef, dict[str, Fact], ClassModel | None, str]

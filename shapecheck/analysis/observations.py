@@ -52,6 +52,7 @@ class NoOpAxisOp:
     call: cst.Call
     anchor: cst.CSTNode
     axes: tuple[int, ...]
+    receiver: cst.BaseExpression | None  # the tensor it was called on
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,9 @@ class SoftmaxAxis:
     keys: int
     rank: int
     implicit: bool
+    dim: cst.BaseExpression | None
+    """Where the call writes its ``dim`` (``None``: not written, or set in ``nn.Softmax``)."""
+    through_module: bool  # an ``nn.Softmax`` call: the dim lives in ``__init__``
 
 
 @dataclass(frozen=True)
@@ -150,7 +154,9 @@ class FillValue:
     value: float
     dtype: str | None
     overflow: bool
-    written_by_masked_fill: bool  # masked_fill refuses an overflow; arithmetic makes it -inf
+    masked_fill: cst.Call | None
+    """The ``masked_fill`` that writes it (which refuses an overflow); ``None`` when it reaches
+    the scores through arithmetic or ``torch.where`` (where an overflow becomes ``-inf``)."""
 
 
 @dataclass(frozen=True)

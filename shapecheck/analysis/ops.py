@@ -265,7 +265,9 @@ def transpose(call: OpCall) -> Fact:
     rank = call.receiver.rank
     same = first == second or (rank is not None and first % rank == second % rank)
     if same and isinstance(call.node, cst.Call):
-        call.context.observe(NoOpAxisOp(call.node, call.anchor, (first, second)))
+        call.context.observe(
+            NoOpAxisOp(call.node, call.anchor, (first, second), call.receiver_node)
+        )
     return swap(call, first, second, "transpose")
 
 
@@ -292,7 +294,7 @@ def permute(call: OpCall) -> Fact:
     axes = call.int_list(0)
     rank = call.receiver.rank
     if axes and axes == list(range(len(axes))) and isinstance(call.node, cst.Call):
-        call.context.observe(NoOpAxisOp(call.node, call.anchor, tuple(axes)))
+        call.context.observe(NoOpAxisOp(call.node, call.anchor, tuple(axes), call.receiver_node))
     if axes is None or rank is None or len(axes) != rank:
         return reorder(call, None, "permute")
     normalised = [axis % rank for axis in axes]
@@ -719,7 +721,8 @@ def masked_fill(call: OpCall) -> Fact:
         call.context.observe(TensorFromNumber(constant.from_number))
     if value is not None and isinstance(value[0], ScalarFact | IntFact):
         filled = _number(value[0])
-        problem = _fill_problem(receiver, filled, value[1], masked_fill=True)
+        written_by = call.node if isinstance(call.node, cst.Call) else None
+        problem = _fill_problem(receiver, filled, value[1], masked_fill=written_by)
         if problem is not None and problem.overflow:
             if not call.context.precision_aware:
                 call.context.observe(problem)  # masked_fill refuses what float16 cannot hold
@@ -782,19 +785,19 @@ def _with_fill(
 
 
 def _fill_problem(
-    scores: TensorFact, value: float | None, node: cst.CSTNode, *, masked_fill: bool = False
+    scores: TensorFact,
+    value: float | None,
+    node: cst.CSTNode,
+    *,
+    masked_fill: cst.Call | None = None,
 ) -> FillValue | None:
     """A literal written into attention scores: beyond float16, or too weak to mask."""
     if value is None or math.isinf(value) or math.isnan(value):
         return None
     if abs(value) > FLOAT16_MAX and scores.dtype not in ("float32", "float64", "bfloat16"):
-        return FillValue(
-            node, value, scores.dtype, overflow=True, written_by_masked_fill=masked_fill
-        )
+        return FillValue(node, value, scores.dtype, overflow=True, masked_fill=masked_fill)
     if abs(value) < WEAK_FILL and scores.is_scores:
-        return FillValue(
-            node, value, scores.dtype, overflow=False, written_by_masked_fill=masked_fill
-        )
+        return FillValue(node, value, scores.dtype, overflow=False, masked_fill=masked_fill)
     return None
 
 
@@ -1290,15 +1293,25 @@ def _normalised(call: OpCall) -> TensorFact:
 def softmax(call: OpCall) -> Fact:
     given = call.get(0, "dim")
     dim = call.int_arg(0, "dim")
-    return _softmax(call, call.receiver, dim, given is not None and dim is None)
+    written = given[1] if given is not None else None
+    return _softmax(call, call.receiver, dim, given is not None and dim is None, written)
 
 
 @module_op("torch.nn.Softmax")
 def softmax_module(call: OpCall) -> Fact:
-    return _softmax(call, call.receiver, call.module.dim if call.module else None, False)
+    dim = call.module.dim if call.module else None
+    return _softmax(call, call.receiver, dim, False, None, through_module=True)
 
 
-def _softmax(call: OpCall, scores: TensorFact, dim: int | None, dim_unknown: bool) -> Fact:
+def _softmax(
+    call: OpCall,
+    scores: TensorFact,
+    dim: int | None,
+    dim_unknown: bool,
+    written: cst.BaseExpression | None,
+    *,
+    through_module: bool = False,
+) -> Fact:
     """Attention weights when ``scores`` are attention scores; checks the axis it runs over.
 
     Without ``dim`` PyTorch picks axis 0 for 0-, 1- and 3-D input and axis 1 otherwise.
@@ -1321,7 +1334,11 @@ def _softmax(call: OpCall, scores: TensorFact, dim: int | None, dim_unknown: boo
                 and scores.shape[keys] == product.key_size
             )
             if axis is not None and keys is not None and same_keys and axis % rank != keys:
-                call.context.observe(SoftmaxAxis(call.node, axis % rank, keys, rank, implicit))
+                call.context.observe(
+                    SoftmaxAxis(
+                        call.node, axis % rank, keys, rank, implicit, written, through_module
+                    )
+                )
     dtype = call.get(None, "dtype")
     result_dtype = scores.dtype
     if dtype is not None and isinstance(dtype[0], QualifiedName):
