@@ -37,6 +37,10 @@ class ViewWithoutContiguous(Rule):
     out = out.transpose(1, 2).reshape(B, L, H * D)
     ```
 
+    ## Fix safety
+    Safe. `--fix` inserts `.contiguous()` before `.view(...)`: the same values, copied into
+    memory order, so the view no longer raises and nothing else changes.
+
     ## Runtime evidence
     `RuntimeError: view size is not compatible with input tensor's size and stride (at least
     one dimension spans across two contiguous subspaces). Use .reshape(...) instead.`

@@ -39,6 +39,13 @@ class KeyNotTransposed(Rule):
     scores = q @ k.transpose(-2, -1) / math.sqrt(D)   # or k.mT
     ```
 
+    ## Fix safety
+    Unsafe: the scores change (that is the point), so it applies only with `--unsafe-fixes`.
+    The keys where the product reads them become `k.transpose(-2, -1)` (from `.transpose(1, 2)`,
+    `.T`, a reinterpreting `.view`) or get `.transpose(-2, -1)` appended, and only where the
+    shapes prove it: the rewritten keys end `[..., d_k, L_k]` with the queries' batch axes.
+    Einsum subscripts are left to the author.
+
     ## Runtime evidence
     With distinct sizes PyTorch raises (fixtures/SC201_*.py, `python -m shapecheck.confirm`):
     `RuntimeError: The size of tensor a (3) must match the size of tensor b (7) at

@@ -32,6 +32,11 @@ class NoOpAxisOperation(Rule):
     proj_query = self.query_conv(x).view(B, -1, W * H).permute(0, 2, 1)
     ```
 
+    ## Fix safety
+    Safe, and it keeps results: `--fix` removes the no-op call, so the code computes exactly
+    what it computed. It cannot know which axes were meant; if a real reordering was
+    intended, write it.
+
     ## Runtime evidence
     The no-op itself runs; what follows raises, e.g. `RuntimeError: The size of tensor a (5)
     must match the size of tensor b (3) at non-singleton dimension 1` or `RuntimeError:
@@ -50,7 +55,8 @@ class NoOpAxisOperation(Rule):
             what = "keeps every axis in place" if name == "permute" else "swaps an axis with itself"
             fix = None
             if op.receiver is not None:
-                fix = Fix(f"remove the `{name}`", ((op.call, atom(op.receiver)),), safe=True)
+                replacement = ((op.call, atom(op.receiver)),)
+                fix = Fix(f"remove the `{name}`", replacement, safe=True, keeps_results=True)
             yield Violation(
                 op.anchor,
                 f"`{name}({axes})` {what}: it does nothing; remove it, or name the axes meant",

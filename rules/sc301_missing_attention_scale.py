@@ -7,7 +7,7 @@ import libcst as cst
 
 from shapecheck.analysis import ModuleAnalysis
 from shapecheck.analysis.facts import Product
-from shapecheck.analysis.observations import AttentionScores
+from shapecheck.analysis.observations import AttentionScores, WeightsScaled
 from shapecheck.fixes import Fix, bare, code, is_plain_reference, operand
 from shapecheck.rule import Rule, Violation
 
@@ -41,6 +41,13 @@ class MissingAttentionScale(Rule):
     # or: F.scaled_dot_product_attention(q, k, v)
     ```
 
+    ## Fix safety
+    Unsafe: the attention weights change (that is the point), so it applies only with
+    `--unsafe-fixes`. The product is divided by `math.sqrt(d_k)` (`import math` is added when
+    missing), with `d_k` the size the analysis knows (`self.head_dim`) or read from the
+    queries (`q.size(-1)`). No fix where the weights are scaled after the softmax: that scale
+    must move, not be doubled.
+
     ## Runtime evidence
     No error: the unscaled attention's output differs from the reference
     (`shapecheck.reference`, and `F.scaled_dot_product_attention`) under the same weights, by
@@ -55,6 +62,7 @@ class MissingAttentionScale(Rule):
 
     def check(self, analysis: ModuleAnalysis) -> Iterator[Violation]:
         reported: set[cst.CSTNode] = set()
+        scaled_after = {weights.softmax for weights in analysis.observations(WeightsScaled)}
         for scores in analysis.observations(AttentionScores):
             product = scores.product
             if product.left.is_parameter or product.right.is_parameter:
@@ -66,7 +74,8 @@ class MissingAttentionScale(Rule):
                 product.node,
                 "softmax over q·kᵀ scores that nothing scales: divide by `math.sqrt(d_k)` "
                 "(or multiply q by `d_k ** -0.5`) before the softmax",
-                fix=_scaled(analysis, product),
+                # scaling the weights instead is a mistake a second scale would not mend
+                fix=None if scores.softmax in scaled_after else _scaled(analysis, product),
             )
 
 

@@ -35,6 +35,11 @@ class SoftmaxDim(Rule):
     self.softmax = nn.Softmax(dim=-1)
     ```
 
+    ## Fix safety
+    Unsafe: the weights change (that is the point), so it applies only with `--unsafe-fixes`.
+    The call gets `dim=` the keys' axis counted from the end (`-1`, or `-2` for a key-major
+    einsum layout). An `nn.Softmax` built in `__init__` is left to the author.
+
     ## Runtime evidence
     No error (a deprecation warning for the implicit dim): the output differs from the
     reference (fixtures/SC303_*.py). Real cases: hyunwoongko/transformer PR#4, PyTorch-NLP#2,

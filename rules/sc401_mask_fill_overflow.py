@@ -31,6 +31,12 @@ class MaskFillOverflow(Rule):
     scores = scores.masked_fill(mask == 0, torch.finfo(scores.dtype).min)
     ```
 
+    ## Fix safety
+    Safe. For `masked_fill` the literal becomes `torch.finfo(scores.dtype).min`: in float32
+    the masked keys still get weight 0 after the softmax, and in float16 nothing overflows.
+    Additive masks and `torch.where` are left to the author (adding the dtype's minimum to a
+    negative score can overflow to `-inf`).
+
     ## Runtime evidence
     In float16: `RuntimeError: value cannot be converted to type c10::Half without overflow`
     (fixtures/SC401_*.py; the same error for a float32 model under

@@ -33,6 +33,12 @@ class TensorConstantInForward(Rule):
     scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
     ```
 
+    ## Fix safety
+    Safe, and it keeps results: `torch.sqrt(torch.tensor(d, ...))` becomes `math.sqrt(d)`
+    (`import math` is added when missing) and `torch.tensor(x)` used as an operand or a fill
+    becomes `x`. PyTorch treats a Python number as it treats a 0-d tensor next to a tensor
+    (it does not change the result's dtype), so the numbers are the same.
+
     ## Runtime evidence
     The same numbers, and a new tensor per call: `shapecheck.confirm.allocates` counts the
     `torch.tensor(<number>)` calls a forward makes (fixtures/SC601_*.py). Traps that stay
@@ -78,12 +84,14 @@ def _number_itself(analysis: ModuleAnalysis, call: cst.Call) -> Fix | None:
             and analysis.resolves_to(outer.func, "torch.sqrt")
         ):
             content = f"math.sqrt({code(number)})"
-            return Fix("take the square root of the number", ((outer, content),), True, ("math",))
+            replacement = ((outer, content),)
+            description = "take the square root of the number"
+            return Fix(description, replacement, True, imports=("math",), keeps_results=True)
         if holder.star or (holder.keyword is not None and holder.keyword.value != "value"):
             return None
-        return Fix("use the number itself", ((call, code(number)),), safe=True)
+        return Fix("use the number itself", ((call, code(number)),), True, keeps_results=True)
     if isinstance(holder, cst.BinaryOperation):
-        return Fix("use the number itself", ((call, _operand(number)),), safe=True)
+        return Fix("use the number itself", ((call, _operand(number)),), True, keeps_results=True)
     return None
 
 

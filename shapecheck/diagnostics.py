@@ -30,6 +30,7 @@ class FixEdits:
     description: str
     safe: bool
     edits: tuple[TextEdit, ...]
+    keeps_results: bool = False  # see shapecheck.fixes.Fix
 
     def to_json(self) -> dict[str, Any]:
         return {

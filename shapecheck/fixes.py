@@ -25,6 +25,9 @@ class Fix:
     safe: bool
     imports: tuple[str, ...] = ()
     """Modules the new code names (``math``): imported at the top when the file lacks them."""
+    keeps_results: bool = False
+    """The fixed code computes exactly what the code computed (SC202 drops a no-op, SC601 a
+    host tensor): proven by identical results, not by matching the reference."""
 
 
 def code(node: cst.CSTNode) -> str:

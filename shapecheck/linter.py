@@ -102,7 +102,7 @@ def _edits(
         if name in imports:
             return None
         edits.append(_import_edit(name, module, positions))
-    return FixEdits(fix.description, fix.safe, tuple(edits))
+    return FixEdits(fix.description, fix.safe, tuple(edits), fix.keeps_results)
 
 
 def _import_edit(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -40,3 +41,30 @@ def test_rule_documentation_has_every_section(rule: type[Rule]) -> None:
 def test_rule_module_is_named_after_its_code(rule: type[Rule]) -> None:
     module = rule.__module__.rsplit(".", 1)[-1]
     assert module == f"{rule.code.lower()}_{rule.name.replace('-', '_')}"
+
+
+@cache
+def _fix_safety_in_fixtures() -> dict[str, set[bool]]:
+    """Rule code -> the safety of every fix it offers on the fixtures."""
+    from shapecheck.confirm.fixtures import fixture_files
+    from shapecheck.linter import lint_path
+
+    rules = [rule() for rule in all_rules()]
+    safety: dict[str, set[bool]] = {}
+    for path in fixture_files():
+        for diagnostic in lint_path(str(path), rules).diagnostics:
+            if diagnostic.fix is not None:
+                safety.setdefault(diagnostic.code, set()).add(diagnostic.fix.safe)
+    return safety
+
+
+@pytest.mark.parametrize("rule", all_rules(), ids=lambda rule: rule.code)
+def test_a_rule_with_fixes_says_how_safe_they_are(rule: type[Rule]) -> None:
+    documentation = rule.documentation()
+    safety = _fix_safety_in_fixtures().get(rule.code)
+    if safety is None:
+        assert "## Fix safety" not in documentation
+        return
+    section = documentation.split("## Fix safety", 1)[1].split("##", 1)[0]
+    assert section.lstrip().startswith("Safe" if safety == {True} else "Unsafe"), section
+    assert documentation.find("## Fix safety") < documentation.find("## Runtime evidence")

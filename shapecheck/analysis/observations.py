@@ -46,6 +46,14 @@ class AttentionScores:
 
 
 @dataclass(frozen=True)
+class WeightsScaled:
+    """Attention weights multiplied or divided by a number right after their softmax."""
+
+    softmax: cst.CSTNode
+    node: cst.CSTNode
+
+
+@dataclass(frozen=True)
 class NoOpAxisOp:
     """``permute``/``transpose`` that leaves every axis where it was."""
 
@@ -196,7 +204,8 @@ class ProbabilitiesIntoLoss:
 
 
 Observation = (
-    IncompatibleView
+    WeightsScaled
+    | IncompatibleView
     | ReinterpretingView
     | AttentionScores
     | NoOpAxisOp

@@ -53,6 +53,7 @@ from shapecheck.analysis.observations import (
     SizeMismatch,
     SoftmaxAxis,
     TensorFromNumber,
+    WeightsScaled,
 )
 
 
@@ -1010,6 +1011,8 @@ def _tensor_arithmetic(
         if operator in ("*", "/"):
             factor = scale_of(number)
             inverted = operator == "/" and left_tensor is not None
+            if tensor.weights and factor is not None and tensor.origin is not None:
+                context.observe(WeightsScaled(tensor.origin, node))
             scaling = _scaled(tensor, node, factor.power(-1) if factor and inverted else factor)
         fill = number if operator == "*" and isinstance(number, ScalarFact) else None
         return tensor.derive(

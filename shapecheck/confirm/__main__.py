@@ -1,10 +1,14 @@
 """The confirmation report: every fixture, linted and run, on each device.
 
     python -m shapecheck.confirm [--device cpu|cuda|all] [--fixtures DIR]
+    python -m shapecheck.confirm --write-fixed
 
 For each rule: how many bad lines the linter flags, how many PyTorch confirms (which error,
 or how far the numbers diverge from the reference), how many look-alikes stay quiet and
-match. Exit status 1 when anything disagrees, 2 when it cannot run.
+match; and for each fixed fixture (``fixtures/fixed/``), whether every repaired case now
+runs, matches the reference, or computes what it did without the problem. Exit status 1 when
+anything disagrees, 2 when it cannot run. ``--write-fixed`` regenerates the fixed fixtures
+(``shapecheck --fix --unsafe-fixes`` on a copy of each fixture) and exits.
 """
 
 from __future__ import annotations
@@ -17,10 +21,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from shapecheck.confirm.fixtures import (
+    FIXED_DIR,
     FIXTURES_DIR,
     FixtureReport,
     LineVerdict,
     confirm,
+    fixed_text,
     fixture_files,
 )
 
@@ -29,7 +35,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m shapecheck.confirm", description=__doc__)
     parser.add_argument("--device", choices=["cpu", "cuda", "all"], default="all")
     parser.add_argument("--fixtures", type=Path, default=FIXTURES_DIR)
+    parser.add_argument("--write-fixed", action="store_true", help="regenerate fixtures/fixed/")
     options = parser.parse_args(argv)
+    if options.write_fixed:
+        return _write_fixed()
 
     import torch
 
@@ -60,6 +69,21 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {line}")
         return 1
     print("all agree: every bad line flagged and confirmed, every look-alike quiet and matching")
+    return 0
+
+
+def _write_fixed() -> int:
+    FIXED_DIR.mkdir(exist_ok=True)
+    written = set()
+    for path in fixture_files():
+        text = fixed_text(path)
+        if text is not None:
+            (FIXED_DIR / path.name).write_text(text, encoding="utf-8", newline="")
+            written.add(path.name)
+    for stale in FIXED_DIR.glob("*.py"):
+        if stale.name not in written:
+            stale.unlink()
+    print(f"{len(written)} fixed fixtures in {FIXED_DIR}")
     return 0
 
 

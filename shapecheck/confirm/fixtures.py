@@ -7,16 +7,20 @@
 
 from __future__ import annotations
 
+import inspect
 import io
 import re
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
-from shapecheck.confirm import Outcome, run_fixture
+from shapecheck.confirm import Outcome, Repair, judging_fixed, load_fixture, run_fixture
 
 FIXTURES_DIR = Path(__file__).resolve().parents[2] / "fixtures"
 """The fixtures of a source checkout (they are not installed with the package)."""
+FIXED_DIR = FIXTURES_DIR / "fixed"
+"""Each fixture with every fix applied (``--fix --unsafe-fixes``), where any applies."""
 
 _MARK = re.compile(r"#\s*(expect|ok):\s*(SC\d{3}(?:\s*,\s*SC\d{3})*)")
 
@@ -101,3 +105,70 @@ def confirm(path: Path, device: str) -> FixtureReport:
 def _innermost(outcomes: list[Outcome], path: Path, line: int) -> Outcome | None:
     covering = [outcome for outcome in outcomes if outcome.covers(str(path.resolve()), line)]
     return min(covering, key=lambda outcome: outcome.span, default=None)
+
+
+def fixed_text(path: Path) -> str | None:
+    """``path`` as ``shapecheck --fix --unsafe-fixes`` leaves it; ``None`` if nothing applies."""
+    from shapecheck.fixer import fix_source
+    from shapecheck.rule import all_rules
+    from shapecheck.source import Source, parse_source
+
+    data = path.read_bytes()
+    source = parse_source(data, str(path))
+    if not isinstance(source, Source):
+        raise ValueError(f"{path}: {source.message}")
+    rules = [rule() for rule in all_rules()]
+    fixed = fix_source(source, rules, keep=lambda _: True, unsafe=True)
+    return fixed.data.decode(source.encoding) if fixed.data != data else None
+
+
+@dataclass(frozen=True)
+class FixedReport:
+    """A fixed fixture run: which cases had every finding fixed, and what they did."""
+
+    path: Path
+    device: str
+    repairs: dict[str, Repair]
+    outcomes: list[Outcome]
+
+
+def confirm_fixed(path: Path, device: str) -> FixedReport:
+    """Run ``FIXED_DIR / path.name``; each case whose findings were all fixed must now run
+    and match the reference, or, where every fix keeps results, compute exactly what it
+    computed before without the problem. Other cases must behave as they did."""
+    from shapecheck.linter import lint_path
+    from shapecheck.rule import all_rules
+
+    fixed_path = FIXED_DIR / path.name
+    rules = [rule() for rule in all_rules()]
+    original = load_fixture(path)
+    fixed = load_fixture(fixed_path, prefix="shapecheck_fixed")
+    keeps: dict[str, bool] = {}
+    for diagnostic in lint_path(str(path), rules).diagnostics:
+        case = _case_at(original, diagnostic.line)
+        if diagnostic.fix is not None and case is not None:
+            keeps[case] = keeps.get(case, True) and diagnostic.fix.keeps_results
+    unfixed = {_case_at(fixed, d.line) for d in lint_path(str(fixed_path), rules).diagnostics}
+    repairs = {
+        case: Repair(keeps_results, original)
+        for case, keeps_results in keeps.items()
+        if case not in unfixed
+    }
+    with judging_fixed(repairs):
+        outcomes = run_fixture(fixed_path, device, fixed)
+    return FixedReport(fixed_path, device, repairs, outcomes)
+
+
+def _case_at(module: ModuleType, line: int) -> str | None:
+    """The qualified name of the innermost function or class of ``module`` holding ``line``."""
+    spans = []
+    for value in vars(module).values():
+        if not (inspect.isfunction(value) or inspect.isclass(value)):
+            continue
+        written = inspect.unwrap(value)
+        if getattr(written, "__module__", None) != module.__name__:
+            continue
+        lines, first = inspect.getsourcelines(written)
+        if first <= line < first + len(lines):
+            spans.append((len(lines), value.__qualname__))
+    return min(spans)[1] if spans else None

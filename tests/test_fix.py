@@ -1,0 +1,136 @@
+"""``--fix``, ``--unsafe-fixes`` and ``--diff`` as users run them: what is written, what is
+printed, what is refused."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import Result
+
+from shapecheck import fixer
+from tests.conftest import BAD_VIEW, CLEAN, UNSCALED
+
+Cli = Callable[..., Result]
+Write = Callable[[str, str | bytes], Path]
+
+VIEW_FIXED = BAD_VIEW.replace(".transpose(1, 2).view(", ".transpose(1, 2).contiguous().view(")
+UNSCALED_FIXED = UNSCALED.replace("import torch\n", "import torch\nimport math\n").replace(
+    "scores = q @ k.transpose(-2, -1)", "scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))"
+)
+
+
+def test_fix_applies_safe_fixes_and_reports_what_remains(cli: Cli, write: Write) -> None:
+    model, other = write("model.py", BAD_VIEW), write("other.py", UNSCALED)
+    result = cli("--fix", "model.py", "other.py")
+    assert model.read_text() == VIEW_FIXED
+    assert other.read_text() == UNSCALED  # SC301's fix changes numbers: unsafe, not applied
+    assert result.exit_code == 1
+    assert result.output.splitlines()[-1] == "1 finding in 1 file (1 fixed)"
+
+
+def test_unsafe_fixes_apply_with_the_flag_and_add_the_import(cli: Cli, write: Write) -> None:
+    other = write("other.py", UNSCALED)
+    result = cli("--fix", "--unsafe-fixes", "other.py")
+    assert other.read_text() == UNSCALED_FIXED
+    assert (result.exit_code, result.output) == (0, "No findings in 1 file (1 fixed)\n")
+
+
+def test_a_second_fix_run_changes_nothing(cli: Cli, write: Write) -> None:
+    model = write("model.py", BAD_VIEW)
+    cli("--fix", "--unsafe-fixes", "model.py")
+    once = model.read_bytes()
+    result = cli("--fix", "--unsafe-fixes", "model.py")
+    assert model.read_bytes() == once
+    assert result.output == "No findings in 1 file (0 fixed)\n"
+
+
+def test_diff_prints_the_change_and_writes_nothing(cli: Cli, write: Write) -> None:
+    model = write("model.py", BAD_VIEW)
+    result = cli("--diff", "model.py")
+    assert model.read_text() == BAD_VIEW
+    assert result.exit_code == 1
+    assert result.stdout.splitlines()[:2] == ["--- model.py", "+++ model.py"]
+    assert (
+        "-    return attn_out.transpose(1, 2).view(batch, seq, heads * head_dim)" in result.stdout
+    )
+    assert "+    return attn_out.transpose(1, 2).contiguous().view(" in result.stdout
+    assert result.stderr == "1 fix would be applied\n"
+
+
+def test_diff_without_anything_to_fix_exits_zero(cli: Cli, write: Write) -> None:
+    write("model.py", CLEAN)
+    write("other.py", UNSCALED)  # only an unsafe fix, not asked for
+    result = cli("--diff", "model.py", "other.py")
+    assert (result.exit_code, result.stdout, result.stderr) == (0, "", "0 fixes would be applied\n")
+
+
+def test_findings_with_a_fix_say_so(cli: Cli, write: Write) -> None:
+    write("model.py", BAD_VIEW)
+    write("other.py", UNSCALED)
+    lines = cli("model.py", "other.py").output.splitlines()
+    assert " SC101 [*] " in lines[0] and "[*]" not in lines[1]
+    assert lines[-1].endswith("; [*] 1 fixable with --fix (1 more with --unsafe-fixes)")
+    lines = cli("--unsafe-fixes", "model.py", "other.py").output.splitlines()
+    assert " SC301 [*] " in lines[1]
+    assert lines[-1].endswith("; [*] 2 fixable with --fix --unsafe-fixes")
+
+
+def test_fix_on_stdin_prints_the_fixed_source(cli: Cli) -> None:
+    result = cli("--fix", "-", stdin=BAD_VIEW.encode())
+    assert result.stdout == VIEW_FIXED
+    assert result.stderr == "No findings in 1 file (1 fixed)\n"
+    assert result.exit_code == 0
+
+
+def test_fix_respects_per_file_ignores(cli: Cli, write: Write) -> None:
+    write("pyproject.toml", '[tool.shapecheck]\nper-file-ignores = {"model.py" = ["SC101"]}\n')
+    model = write("model.py", BAD_VIEW)
+    assert cli("--fix", "model.py").exit_code == 0
+    assert model.read_text() == BAD_VIEW
+
+
+def test_fix_keeps_line_endings_encoding_and_permissions(cli: Cli, write: Write) -> None:
+    source = "\ufeff# -*- coding: utf-8 -*-\n# Ünïcode\n" + BAD_VIEW
+    model = write("model.py", source.replace("\n", "\r\n").encode("utf-8"))
+    os.chmod(model, 0o640)
+    cli("--fix", "model.py")
+    expected = "\ufeff# -*- coding: utf-8 -*-\n# Ünïcode\n" + VIEW_FIXED
+    assert model.read_bytes() == expected.replace("\n", "\r\n").encode("utf-8")
+    assert stat.S_IMODE(model.stat().st_mode) == 0o640
+
+
+def test_a_read_only_file_is_left_untouched_with_a_clear_message(cli: Cli, write: Write) -> None:
+    model = write("model.py", BAD_VIEW)
+    os.chmod(model, 0o444)
+    result = cli("--fix", "model.py")
+    assert result.exit_code == 2
+    assert "model.py: cannot write: the file is read-only; left unchanged" in result.stderr
+    assert model.read_text() == BAD_VIEW
+    assert stat.S_IMODE(model.stat().st_mode) == 0o444
+
+
+def test_a_fix_that_would_break_the_syntax_is_never_written(
+    cli: Cli, write: Write, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = write("model.py", BAD_VIEW)
+    monkeypatch.setattr(fixer, "apply_fixes", lambda text, found, unsafe: (text + "def (:\n", 1))
+    result = cli("--fix", "model.py")
+    assert result.exit_code == 2
+    assert "model.py: the fixed code does not parse" in result.stderr
+    assert model.read_text() == BAD_VIEW
+    assert [p.name for p in model.parent.iterdir()] == ["model.py"]  # no temporary file left
+
+
+def test_fixes_that_touch_the_same_code_apply_over_rounds(cli: Cli, write: Write) -> None:
+    """The example's line 29 has SC201 (the keys) and SC301 (the scale) in one expression."""
+    example = Path(__file__).resolve().parents[1] / "examples" / "attention_mistakes.py"
+    model = write("model.py", example.read_bytes())
+    result = cli("--fix", "--unsafe-fixes", "model.py")
+    assert (result.exit_code, result.output) == (0, "No findings in 1 file (3 fixed)\n")
+    fixed = model.read_text()
+    assert "torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(self.head_dim)" in fixed
+    assert ".transpose(1, 2).contiguous().view(batch, q_len, d_model)" in fixed
