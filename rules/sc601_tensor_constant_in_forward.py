@@ -5,6 +5,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from shapecheck.analysis import ModuleAnalysis
+from shapecheck.analysis.facts import TensorFact
 from shapecheck.analysis.observations import AttentionScores, TensorFromNumber
 from shapecheck.fixes import Fix, atom, code
 from shapecheck.rule import Rule, Violation
@@ -69,33 +70,49 @@ class TensorConstantInForward(Rule):
 
 
 def _number_itself(analysis: ModuleAnalysis, call: cst.Call) -> Fix | None:
-    """``torch.sqrt(torch.tensor(d, …))`` -> ``math.sqrt(d)``; ``torch.tensor(x)`` -> ``x``
-    where it is an operand or an argument (PyTorch treats both alike: a 0-d tensor does not
-    change the other operand's dtype)."""
+    """``torch.sqrt(torch.tensor(d, …))`` -> ``math.sqrt(d)``; ``torch.tensor(x)`` -> ``x``, where
+    the value meets an activation (``scores / …``) or is a ``masked_fill`` value: PyTorch
+    treats a Python number as it treats a 0-d tensor there, so the results are the same."""
     if not call.args or call.args[0].keyword is not None:
         return None
     number = call.args[0].value
+    replaced: cst.BaseExpression = call
+    content = code(number)
+    imports: tuple[str, ...] = ()
     holder = analysis.parent(call)
-    if isinstance(holder, cst.Arg):
-        outer = analysis.parent(holder)
-        if (
-            isinstance(outer, cst.Call)
-            and len(outer.args) == 1
-            and analysis.resolves_to(outer.func, "torch.sqrt")
-        ):
-            content = f"math.sqrt({code(number)})"
-            replacement = ((outer, content),)
-            description = "take the square root of the number"
-            return Fix(description, replacement, True, imports=("math",), keeps_results=True)
-        if holder.star or (holder.keyword is not None and holder.keyword.value != "value"):
-            return None
-        return Fix("use the number itself", ((call, code(number)),), True, keeps_results=True)
+    outer = analysis.parent(holder) if isinstance(holder, cst.Arg) else None
+    if (
+        isinstance(outer, cst.Call)
+        and len(outer.args) == 1
+        and analysis.resolves_to(outer.func, "torch.sqrt")
+    ):
+        replaced, content, imports = outer, f"math.sqrt({content})", ("math",)
+    if not _number_would_do(analysis, replaced):
+        return None
+    if isinstance(analysis.parent(replaced), cst.BinaryOperation) and not isinstance(
+        number, cst.Integer | cst.Float
+    ):
+        content = atom(cst.parse_expression(content))
+    return Fix("use the number itself", ((replaced, content),), True, imports, keeps_results=True)
+
+
+def _number_would_do(analysis: ModuleAnalysis, value: cst.BaseExpression) -> bool:
+    """Is ``value`` an operand next to an activation, or the value of a ``masked_fill``?"""
+    holder = analysis.parent(value)
     if isinstance(holder, cst.BinaryOperation):
-        return Fix("use the number itself", ((call, _operand(number)),), True, keeps_results=True)
-    return None
-
-
-def _operand(number: cst.BaseExpression) -> str:
-    if isinstance(number, cst.Integer | cst.Float):
-        return code(number)
-    return atom(number)
+        partner = holder.right if holder.left is value else holder.left
+        fact = analysis.fact(partner)
+        # computed here (an untyped parameter is only assumed to be a tensor)
+        if not isinstance(fact, TensorFact) or fact.origin is None:
+            return False
+        return fact.from_number is None
+    if isinstance(holder, cst.Arg) and not holder.star:
+        call = analysis.parent(holder)
+        if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Attribute):
+            return False
+        fills = call.func.attr.value in ("masked_fill", "masked_fill_")
+        position = call.args.index(holder)
+        method_value = position == 1 and not analysis.resolves_to(call.func, "torch.masked_fill")
+        keyword = holder.keyword is not None and holder.keyword.value == "value"
+        return fills and (keyword or method_value or position == 2)
+    return False

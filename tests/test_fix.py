@@ -134,3 +134,19 @@ def test_fixes_that_touch_the_same_code_apply_over_rounds(cli: Cli, write: Write
     fixed = model.read_text()
     assert "torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(self.head_dim)" in fixed
     assert ".transpose(1, 2).contiguous().view(batch, q_len, d_model)" in fixed
+
+
+def test_no_fix_where_a_number_would_not_do(cli: Cli, write: Write) -> None:
+    """sew_d (transformers): the constant times a number goes into torch.sqrt, which takes
+    only tensors; replacing it with the number would raise. The finding stays, unfixed."""
+    write(
+        "model.py",
+        "import torch\n\n\n"
+        "class Attention(torch.nn.Module):\n"
+        "    def forward(self, q, k, scale_factor):\n"
+        "        scale = torch.sqrt(torch.tensor(q.size(-1), dtype=torch.float) * scale_factor)\n"
+        "        return torch.softmax(q @ k.transpose(-1, -2) / scale.to(q.dtype), dim=-1)\n",
+    )
+    result = cli("--diff", "model.py")
+    assert (result.exit_code, result.stdout) == (0, "")
+    assert " SC601 " in cli("model.py").output
