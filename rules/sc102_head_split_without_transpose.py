@@ -6,7 +6,10 @@ import libcst as cst
 
 from shapecheck.analysis import ModuleAnalysis
 from shapecheck.analysis.dims import format_shape
+from shapecheck.analysis.facts import TensorFact
+from shapecheck.analysis.layout import faithful_order, plan_view
 from shapecheck.analysis.observations import AttentionScores, ReinterpretingView
+from shapecheck.fixes import Fix, code, inverse, reorder
 from shapecheck.rule import Rule, Violation
 
 
@@ -33,6 +36,13 @@ class HeadSplitWithoutTranspose(Rule):
     q = self.wq(x).view(B, L, self.num_heads, self.head_dim).transpose(1, 2)
     ```
 
+    ## Fix safety
+    Unsafe: the outputs change (that is the point), so it applies only with `--unsafe-fixes`.
+    The view lists the sizes in the order the data lies in, then a `.transpose(...)` (or
+    `.permute(...)`) puts them where the code wanted them: `view(B, H, L, D)` becomes
+    `view(B, L, H, D).transpose(1, 2)`. Only where every size is known and exactly one such
+    order is closest to the one written; a fold into `(B*H, L, D)` is left to the author.
+
     ## Runtime evidence
     No error: the output has the right shape and differs from the reference
     (`shapecheck.reference.MultiHeadAttention` with the same weights; fixtures/SC102_*.py).
@@ -58,6 +68,7 @@ class HeadSplitWithoutTranspose(Rule):
                 f"without a transpose: axis {moved.dim} is re-read from memory laid out "
                 f"differently, so heads mix positions and features silently; view with the "
                 "heads after the sequence axis, then `.transpose(...)` them forward",
+                fix=_split_then_reorder(analysis, view),
             )
 
 
@@ -69,3 +80,39 @@ def _keys_viewed_as_transposed(analysis: ModuleAnalysis) -> set[cst.CSTNode]:
         if keys.axis_op is not None and keys.axis_op.name == "view":
             found.add(keys.axis_op.node)
     return found
+
+
+def _split_then_reorder(analysis: ModuleAnalysis, view: ReinterpretingView) -> Fix | None:
+    """``x.view(B, H, L, D)`` -> ``x.view(B, L, H, D).transpose(1, 2)``, when shapes say so.
+
+    The sizes are split in the order the data lies in, then moved where the code wanted
+    them; only when exactly one such order is closest to what was written.
+    """
+    method = view.call.func
+    arguments = [argument.value for argument in view.call.args]
+    receiver = analysis.fact(method.value) if isinstance(method, cst.Attribute) else None
+    if (
+        not isinstance(method, cst.Attribute)
+        or not isinstance(receiver, TensorFact)
+        or receiver.shape != view.old_shape
+        or len(arguments) != len(view.new_shape)
+        or any(argument.keyword or argument.star for argument in view.call.args)
+    ):
+        return None
+    order = faithful_order(view.old_shape, view.new_shape, reorder_old=False)
+    if order is None:
+        return None
+    split = tuple(view.new_shape[axis] for axis in order)
+    if method.attr.value == "view" and (
+        receiver.layout is None
+        or receiver.layout.order is None
+        or plan_view(view.old_shape, receiver.layout, split).merged
+    ):
+        return None  # the split itself would need a copy
+    sizes = ", ".join(code(arguments[axis]) for axis in order)
+    content = f"{code(method.value)}.{method.attr.value}({sizes}){reorder(inverse(order))}"
+    return Fix(
+        "split the features in memory order, then move the heads forward",
+        ((view.call, content),),
+        safe=False,
+    )

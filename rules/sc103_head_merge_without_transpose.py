@@ -2,9 +2,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import libcst as cst
+
 from shapecheck.analysis import ModuleAnalysis
 from shapecheck.analysis.dims import format_shape
+from shapecheck.analysis.facts import TensorFact
+from shapecheck.analysis.layout import faithful_order
 from shapecheck.analysis.observations import ReinterpretingView
+from shapecheck.fixes import Fix, atom, reorder
 from shapecheck.rule import Rule, Violation
 
 
@@ -32,6 +37,13 @@ class HeadMergeWithoutTranspose(Rule):
     out = out.transpose(1, 2).contiguous().view(B, L, H * D)   # or .reshape(B, L, H * D)
     ```
 
+    ## Fix safety
+    Unsafe: the outputs change (that is the point), so it applies only with `--unsafe-fixes`.
+    The heads are moved next to the features before the merge: `out.view(B, L, E)` of
+    `[B, H, L, D]` becomes `out.transpose(1, 2).contiguous().view(B, L, E)` (`reshape` needs
+    no `.contiguous()`). Only where every size is known and exactly one order of the axes
+    makes the merge faithful; a merge from `[B*H, L, D]` is left to the author.
+
     ## Runtime evidence
     No error: the output differs from the reference (`shapecheck.reference`, same weights;
     fixtures/SC103_*.py). Real cases: hyunwoongko/transformer PR#4, jsbaan/transformer-from-
@@ -53,4 +65,33 @@ class HeadMergeWithoutTranspose(Rule):
                 f"without a transpose: axis {view.moved.dim} is re-read across the heads, so "
                 "positions and heads mix silently; `.transpose(...)` the heads next to the "
                 "features first",
+                fix=_reorder_then_merge(analysis, view),
             )
+
+
+def _reorder_then_merge(analysis: ModuleAnalysis, view: ReinterpretingView) -> Fix | None:
+    """``out.view(B, L, E)`` of ``[B, H, L, D]`` -> ``out.transpose(1, 2).contiguous().view(...)``.
+
+    The axes are first put in the order the merge needs (the one order closest to as
+    written); a ``.contiguous()`` already in front of the view gets the reorder before it.
+    """
+    method = view.call.func
+    if not isinstance(method, cst.Attribute) or method.attr.value not in ("view", "reshape"):
+        return None
+    receiver = analysis.fact(method.value)
+    order = faithful_order(view.old_shape, view.new_shape, reorder_old=True)
+    if not isinstance(receiver, TensorFact) or receiver.shape != view.old_shape or not order:
+        return None  # ``torch.reshape(x, ...)``, or no single right order
+    tensor, copy = method.value, ".contiguous()" if method.attr.value == "view" else ""
+    if (
+        isinstance(tensor, cst.Call)
+        and isinstance(tensor.func, cst.Attribute)
+        and tensor.func.attr.value == "contiguous"
+        and not tensor.args
+    ):
+        tensor, copy = tensor.func.value, ".contiguous()"
+    return Fix(
+        "move the heads next to the features before merging them",
+        ((method.value, f"{atom(tensor)}{reorder(order)}{copy}"),),
+        safe=False,
+    )

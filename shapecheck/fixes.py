@@ -81,3 +81,18 @@ def atom(node: cst.BaseExpression) -> str:
     if node.lpar or isinstance(node, cst.Name | cst.Attribute | cst.Call | cst.Subscript):
         return code(node)
     return f"({code(node)})"
+
+
+def reorder(order: tuple[int, ...]) -> str:
+    """The call that puts axis ``order[i]`` at position ``i``: one transpose when it can."""
+    moved = [axis for axis, source in enumerate(order) if axis != source]
+    if len(moved) == 2:
+        return f".transpose({moved[0]}, {moved[1]})"
+    return f".permute({', '.join(map(str, order))})"
+
+
+def inverse(order: tuple[int, ...]) -> tuple[int, ...]:
+    result = [0] * len(order)
+    for position, axis in enumerate(order):
+        result[axis] = position
+    return tuple(result)

@@ -332,3 +332,38 @@ def _strictly_more(larger: Dim, smaller: Dim) -> bool:
             return False
         extra.remove(atom)
     return bool(extra) or larger.coefficient > smaller.coefficient
+
+
+def faithful_order(
+    old: tuple[Dim, ...], new: tuple[Dim, ...], *, reorder_old: bool
+) -> tuple[int, ...] | None:
+    """The order of ``new``'s axes (or ``old``'s) that makes ``view(old -> new)`` faithful.
+
+    Faithful: every group of axes is one axis split or several merged, each provably so, and
+    no named axis moves onto other data; every size is known. Of the orders that qualify,
+    the one closest to as written (fewest pairs swapped) is returned, ``None`` when there is
+    no such order or two are equally close: a fix must be the one correct rewrite.
+    """
+    shape = old if reorder_old else new
+    if any(dim.has_unknown for dim in old + new) or not 2 <= len(shape) <= 6:
+        return None
+    found: dict[int, list[tuple[int, ...]]] = {}
+    for order in itertools.permutations(range(len(shape))):
+        reordered = tuple(shape[axis] for axis in order)
+        if reordered == shape:
+            continue  # as written: the view that was reported
+        view = (reordered, new) if reorder_old else (old, reordered)
+        if _keeps_every_axis(*view):
+            swaps = sum(1 for a, b in itertools.combinations(order, 2) if a > b)
+            found.setdefault(swaps, []).append(order)
+    if not found:
+        return None
+    closest = found[min(found)]
+    return closest[0] if len(closest) == 1 else None
+
+
+def _keeps_every_axis(old: tuple[Dim, ...], new: tuple[Dim, ...]) -> bool:
+    groups = _group(old, new)
+    return all(
+        group.certain and (len(group.old) == 1 or len(group.new) == 1) for group in groups
+    ) and (reinterpreted_axis(old, new) is None)
