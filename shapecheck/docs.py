@@ -15,9 +15,10 @@ START, END = "<!-- rules:start -->", "<!-- rules:end -->"
 
 
 def rule_table() -> str:
-    rows = ["| code | name | severity | what it finds |", "|---|---|---|---|"]
+    rows = ["| code | name | severity | fix | what it finds |", "|---|---|---|---|---|"]
     rows.extend(
-        f"| {rule.code} | `{rule.name}` | {rule.severity} | {rule.summary} |"
+        f"| {rule.code} | `{rule.name}` | {rule.severity} | {rule.fix_safety() or ''} "
+        f"| {rule.summary.replace('|', chr(92) + '|')} |"
         for rule in all_rules()
     )
     return "\n".join(rows)

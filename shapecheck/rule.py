@@ -54,6 +54,13 @@ class Rule:
     def documentation(cls) -> str:
         return inspect.cleandoc(cls.__doc__ or "")
 
+    @classmethod
+    def fix_safety(cls) -> str | None:
+        """``"safe"`` or ``"unsafe"`` as the documentation's Fix safety section opens; ``None``
+        for a rule without fixes."""
+        _, found, section = cls.documentation().partition("## Fix safety")
+        return section.split()[0].rstrip(":,.").lower() if found else None
+
 
 @cache
 def all_rules() -> tuple[type[Rule], ...]:

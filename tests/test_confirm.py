@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from shapecheck.confirm.fixtures import fixture_files
+from shapecheck.confirm.fixtures import fixed_version, fixture_files
 from shapecheck.rule import Rule, all_rules
 
 pytest.importorskip("torch")
@@ -77,3 +77,19 @@ def test_documentation_quotes_what_its_fixtures_show(rule: type[Rule]) -> None:
         )
     if diverges:
         assert "differs from the reference" in documentation
+
+
+def test_report_fails_when_a_fix_is_wrong(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = next(path for path in fixture_files() if path.name == "SC301_functional.py")
+    (tmp_path / "fixed").mkdir()
+    (tmp_path / source.name).write_bytes(source.read_bytes())
+    # a scale the linter cannot judge, so the case counts as repaired, but not the right one
+    fixed = fixed_version(source).read_text(encoding="utf-8")
+    wrong = fixed.replace("/ math.sqrt(query.size(-1))", "/ math.sqrt(query.size(-1) + 1)", 1)
+    assert wrong != fixed
+    (tmp_path / "fixed" / source.name).write_text(wrong, encoding="utf-8")
+    assert main(["--device", "cpu", "--fixtures", str(tmp_path)]) == 1
+    report = capsys.readouterr().out
+    assert "SC301_functional.py (cpu): " in report and "differs" in report

@@ -110,12 +110,22 @@ def load_fixture(path: Path, prefix: str = "shapecheck_fixture") -> ModuleType:
     return module
 
 
-def run_fixture(path: Path, device: str, module: ModuleType | None = None) -> list[Outcome]:
+@dataclass(frozen=True)
+class FixtureRun:
+    outcomes: list[Outcome]
+    failure: str | None
+    """A helper's claim that PyTorch contradicted; the cases after it did not run."""
+
+
+def run_fixture(path: Path, device: str, module: ModuleType | None = None) -> FixtureRun:
     """Run a fixture's ``run(device)`` and return what each of its cases did."""
     module = module or load_fixture(path)
     with recording() as outcomes:
-        module.run(device)
-    return list(outcomes)
+        try:
+            module.run(device)
+        except AssertionError as error:  # what the helpers raise when a claim fails
+            return FixtureRun(list(outcomes), str(error))
+    return FixtureRun(list(outcomes), None)
 
 
 def raises(case: Callable[..., Any], *args: Any, match: str, **kwargs: Any) -> str:

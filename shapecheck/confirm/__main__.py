@@ -21,12 +21,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from shapecheck.confirm.fixtures import (
-    FIXED_DIR,
     FIXTURES_DIR,
+    FixedReport,
     FixtureReport,
     LineVerdict,
     confirm,
+    confirm_fixed,
     fixed_text,
+    fixed_version,
     fixture_files,
 )
 
@@ -62,28 +64,39 @@ def main(argv: list[str] | None = None) -> int:
     )
     reports = [confirm(path, device) for device in devices[options.device] for path in files]
     disagreements = _print_tables(reports)
+    fixed = [
+        confirm_fixed(path, device)
+        for device in devices[options.device]
+        for path in files
+        if fixed_version(path).exists()
+    ]
+    disagreements += _print_fixes(fixed)
     print()
     if disagreements:
         print(f"{len(disagreements)} disagreement(s):")
         for line in disagreements:
             print(f"  {line}")
         return 1
-    print("all agree: every bad line flagged and confirmed, every look-alike quiet and matching")
+    print(
+        "all agree: every bad line flagged and confirmed, every look-alike quiet and matching, "
+        "every fixed case proven"
+    )
     return 0
 
 
 def _write_fixed() -> int:
-    FIXED_DIR.mkdir(exist_ok=True)
+    folder = fixed_version(FIXTURES_DIR / "any.py").parent
+    folder.mkdir(exist_ok=True)
     written = set()
     for path in fixture_files():
         text = fixed_text(path)
         if text is not None:
-            (FIXED_DIR / path.name).write_text(text, encoding="utf-8", newline="")
+            fixed_version(path).write_text(text, encoding="utf-8", newline="")
             written.add(path.name)
-    for stale in FIXED_DIR.glob("*.py"):
+    for stale in folder.glob("*.py"):
         if stale.name not in written:
             stale.unlink()
-    print(f"{len(written)} fixed fixtures in {FIXED_DIR}")
+    print(f"{len(written)} fixed fixtures in {folder}")
     return 0
 
 
@@ -95,6 +108,8 @@ def _print_tables(reports: list[FixtureReport]) -> list[str]:
             by_rule[(verdict.code, report.device)].append(verdict)
         for line, code in sorted(report.unmarked_findings):
             disagreements.append(f"{report.path.name}:{line}: {code} reported on an unmarked line")
+        if report.failure:
+            disagreements.append(f"{report.path.name} ({report.device}): {report.failure}")
     from shapecheck.rule import rule_by_code
 
     for (code, device), verdicts in sorted(by_rule.items()):
@@ -118,6 +133,19 @@ def _print_tables(reports: list[FixtureReport]) -> list[str]:
                 outcome = verdict.outcome
                 happened = f"{outcome.kind}: {outcome.detail}" if outcome else "no case ran it"
                 disagreements.append(f"{where}: at run time {happened}")
+    return disagreements
+
+
+def _print_fixes(reports: list[FixedReport]) -> list[str]:
+    """One line per fixed fixture: cases repaired, and how many did what their fix promises."""
+    disagreements: list[str] = []
+    for device in sorted({report.device for report in reports}):
+        print(f"\nfixtures/fixed/ (shapecheck --fix --unsafe-fixes) — {device}")
+        for report in (report for report in reports if report.device == device):
+            problems = report.disagreements
+            proven = len(report.repairs) - len(problems)
+            print(f"  {report.path.name:<38} {proven:>3} / {len(report.repairs)} cases proven")
+            disagreements += [f"{report.path.name} ({device}): {p}" for p in problems]
     return disagreements
 
 

@@ -19,8 +19,13 @@ from shapecheck.confirm import Outcome, Repair, judging_fixed, load_fixture, run
 
 FIXTURES_DIR = Path(__file__).resolve().parents[2] / "fixtures"
 """The fixtures of a source checkout (they are not installed with the package)."""
-FIXED_DIR = FIXTURES_DIR / "fixed"
-"""Each fixture with every fix applied (``--fix --unsafe-fixes``), where any applies."""
+
+
+def fixed_version(path: Path) -> Path:
+    """Where ``path`` lies with every fix applied (``--fix --unsafe-fixes``): ``fixed/``
+    beside it, present where any fix applies."""
+    return path.parent / "fixed" / path.name
+
 
 _MARK = re.compile(r"#\s*(expect|ok):\s*(SC\d{3}(?:\s*,\s*SC\d{3})*)")
 
@@ -87,19 +92,23 @@ class FixtureReport:
     device: str
     verdicts: list[LineVerdict]
     unmarked_findings: set[tuple[int, str]]
+    failure: str | None
+    """A claim of the fixture's ``run`` that PyTorch contradicted."""
 
 
 def confirm(path: Path, device: str) -> FixtureReport:
     """Lint and run one fixture on ``device``; judge every marked line."""
     marks = read_marks(path)
     found = static_findings(path)
-    outcomes = run_fixture(path, device)
+    ran = run_fixture(path, device)
     verdicts = [
-        LineVerdict(path, line, code, bad, (line, code) in found, _innermost(outcomes, path, line))
+        LineVerdict(
+            path, line, code, bad, (line, code) in found, _innermost(ran.outcomes, path, line)
+        )
         for bad, marked in ((True, marks.expect), (False, marks.ok))
         for line, code in sorted(marked)
     ]
-    return FixtureReport(path, device, verdicts, found - marks.expect)
+    return FixtureReport(path, device, verdicts, found - marks.expect, ran.failure)
 
 
 def _innermost(outcomes: list[Outcome], path: Path, line: int) -> Outcome | None:
@@ -130,16 +139,32 @@ class FixedReport:
     device: str
     repairs: dict[str, Repair]
     outcomes: list[Outcome]
+    failure: str | None
+
+    @property
+    def disagreements(self) -> list[str]:
+        """Repaired cases that did not do what their repair promises: run and match the
+        reference (``runs``/``matches``), or, where every fix keeps results, compute what
+        they computed before (``same``; ``allocates`` proves an SC601 fix that way too)."""
+        problems = [self.failure] if self.failure else []
+        for case, repair in sorted(self.repairs.items()):
+            kinds = {outcome.kind for outcome in self.outcomes if outcome.case == case}
+            allowed = {"same"} if repair.keeps_results else {"runs", "matches", "same"}
+            if not kinds:
+                problems.append(f"{case}: run() never ran it")
+            elif not kinds <= allowed:
+                problems.append(f"{case}: {', '.join(sorted(kinds - allowed))}")
+        return problems
 
 
 def confirm_fixed(path: Path, device: str) -> FixedReport:
-    """Run ``FIXED_DIR / path.name``; each case whose findings were all fixed must now run
+    """Run :func:`fixed_version` of ``path``; each case whose findings were all fixed must now run
     and match the reference, or, where every fix keeps results, compute exactly what it
     computed before without the problem. Other cases must behave as they did."""
     from shapecheck.linter import lint_path
     from shapecheck.rule import all_rules
 
-    fixed_path = FIXED_DIR / path.name
+    fixed_path = fixed_version(path)
     rules = [rule() for rule in all_rules()]
     original = load_fixture(path)
     fixed = load_fixture(fixed_path, prefix="shapecheck_fixed")
@@ -155,8 +180,8 @@ def confirm_fixed(path: Path, device: str) -> FixedReport:
         if case not in unfixed
     }
     with judging_fixed(repairs):
-        outcomes = run_fixture(fixed_path, device, fixed)
-    return FixedReport(fixed_path, device, repairs, outcomes)
+        ran = run_fixture(fixed_path, device, fixed)
+    return FixedReport(fixed_path, device, repairs, ran.outcomes, ran.failure)
 
 
 def _case_at(module: ModuleType, line: int) -> str | None:
