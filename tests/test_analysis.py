@@ -10,7 +10,7 @@ import pytest
 from shapecheck.analysis import analyse
 from shapecheck.analysis.dims import Dim
 from shapecheck.analysis.facts import TensorFact
-from shapecheck.analysis.layout import Layout, plan_view
+from shapecheck.analysis.layout import Layout, faithful_order, plan_view
 from shapecheck.linter import lint_source
 from shapecheck.rule import all_rules
 
@@ -53,6 +53,32 @@ def test_splitting_an_untouched_last_axis_is_allowed() -> None:
     plan = plan_view((B, L, H, D), transposed(), (B, L, H, half, Dim.constant(2)))
     assert plan.merged == ()
     assert plan.layout is not None and not plan.layout.is_contiguous
+
+
+def test_a_head_split_has_one_faithful_order() -> None:
+    E = H * D
+    assert faithful_order((B, L, E), (B, H, L, D), reorder_old=False) == (0, 2, 1, 3)
+    assert faithful_order((B, L, E), (H, B, L, D), reorder_old=False) == (1, 2, 0, 3)
+    # the heads-first layout of a merge: move the heads back next to the features first
+    assert faithful_order((B, H, L, D), (B, L, E), reorder_old=True) == (0, 2, 1, 3)
+
+
+def test_no_faithful_order_without_proof() -> None:
+    E = H * D
+    # folding heads into the batch needs B*H split apart: no order of three axes does it
+    assert faithful_order((B, L, E), (B * H, L, D), reorder_old=False) is None
+    # an unknown size proves nothing
+    assert faithful_order((B, L, Dim.symbol("?")), (B, H, L, D), reorder_old=False) is None
+
+
+def test_equal_sizes_keep_the_order_they_were_written_in() -> None:
+    three = Dim.constant(3)  # heads and head_dim both 3: the first written stays first
+    assert faithful_order((B, L, three * three), (B, three, L, three), reorder_old=False) == (
+        0,
+        2,
+        1,
+        3,
+    )
 
 
 def test_merging_axes_still_adjacent_in_memory_is_allowed() -> None:
