@@ -3,27 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from shapecheck.analysis import analyse
-from shapecheck.diagnostics import Diagnostic, FixEdits, TextEdit, input_error
+from shapecheck.diagnostics import Diagnostic, FileResult, FixEdits, TextEdit, input_error
 from shapecheck.fixes import Fix
 from shapecheck.rule import Rule, Violation
 from shapecheck.source import Source, parse_source
 from shapecheck.suppression import is_suppressed, suppressions
-
-
-@dataclass(frozen=True)
-class FileResult:
-    path: str
-    diagnostics: list[Diagnostic]
-
-    @property
-    def unreadable(self) -> bool:
-        return any(diagnostic.code == "SC000" for diagnostic in self.diagnostics)
 
 
 def lint_path(path: str, rules: Sequence[Rule], display: str | None = None) -> FileResult:
@@ -38,8 +27,11 @@ def lint_path(path: str, rules: Sequence[Rule], display: str | None = None) -> F
     return lint_source(data, shown, rules)
 
 
-def lint_source(data: bytes, path: str, rules: Sequence[Rule]) -> FileResult:
-    source = parse_source(data, path)
+def lint_source(
+    data: bytes, path: str, rules: Sequence[Rule], *, prescan: bool = True
+) -> FileResult:
+    """Check ``data``; ``prescan=False`` parses every line (the pre-scan must not matter)."""
+    source = parse_source(data, path, prescan=prescan)
     if isinstance(source, Diagnostic):
         return FileResult(path, [source])
     return lint_parsed(source, rules)

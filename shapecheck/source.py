@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from shapecheck.diagnostics import Diagnostic, input_error
+from shapecheck.prescan import relevant_source
 
 
 @dataclass(frozen=True)
@@ -22,8 +23,12 @@ class Source:
     """How the text was decoded (``utf-8-sig`` keeps a BOM): fixed text is encoded back so."""
 
 
-def parse_source(data: bytes, path: str) -> Source | Diagnostic:
-    """Decode ``data`` (BOM, PEP 263 cookie, else UTF-8) and parse it with libcst."""
+def parse_source(data: bytes, path: str, *, prescan: bool = False) -> Source | Diagnostic:
+    """Decode ``data`` (BOM, PEP 263 cookie, else UTF-8) and parse it with libcst.
+
+    With ``prescan``, only what can produce a finding is parsed (``shapecheck.prescan``): the
+    module has the same lines, some blank, or is empty. ``text`` is always the whole file.
+    """
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as error:
@@ -38,8 +43,11 @@ def parse_source(data: bytes, path: str) -> Source | Diagnostic:
     if "\x00" in text:
         line, column = _text_position(text, text.index("\x00"))
         return input_error(path, "source contains a null byte", line, column)
+    relevant = relevant_source(text) if prescan else text
+    if relevant is None:
+        return Source(path, text, cst.Module(body=[]), encoding)
     try:
-        module = cst.parse_module(text)
+        module = cst.parse_module(relevant)
     except cst.ParserSyntaxError as error:
         return _syntax_error(path, text, error)
     except (RecursionError, MemoryError) as error:
