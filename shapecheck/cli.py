@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -23,8 +23,7 @@ from shapecheck.discovery import discover, is_excluded
 from shapecheck.selection import SelectionError, enabled, matches, parse_codes, validate
 
 if TYPE_CHECKING:
-    from shapecheck.diagnostics import Diagnostic
-    from shapecheck.linter import FileResult
+    from shapecheck.diagnostics import Diagnostic, FileResult
     from shapecheck.rule import Rule
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -84,6 +83,15 @@ class InputError(click.ClickException):
     is_flag=True,
     help="Print the fixes as a unified diff and write nothing (exit 1 if there are any).",
 )
+@click.option(
+    "--no-cache", is_flag=True, help="Check every file again; neither read nor write the cache."
+)
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="SHAPECHECK_CACHE_DIR",
+    help="Where results are cached [default: .shapecheck_cache beside the configuration].",
+)
 @click.option("--list-rules", is_flag=True, help="List every rule and exit.")
 @click.option("--explain", metavar="CODE", help="Print a rule's documentation and exit.")
 @click.version_option(__version__, "--version", prog_name="shapecheck")
@@ -102,6 +110,8 @@ def main(
     fix: bool,
     unsafe_fixes: bool,
     diff: bool,
+    no_cache: bool,
+    cache_dir: Path | None,
     list_rules: bool,
     explain: str | None,
 ) -> None:
@@ -110,9 +120,9 @@ def main(
     PATHS are files or directories (default: the current directory); '-' reads stdin.
     Exit status: 0 no findings, 1 findings, 2 usage error or unreadable input.
     """
-    from shapecheck.rule import all_rules, rule_by_code
-
     if explain is not None:
+        from shapecheck.rule import rule_by_code
+
         rule = rule_by_code(explain)
         if rule is None:
             raise click.UsageError(f"no rule {explain!r} (see --list-rules)")
@@ -122,6 +132,8 @@ def main(
         _show_shapes(paths)
         return
     if list_rules:
+        from shapecheck.rule import all_rules
+
         for rule_class in all_rules():
             click.echo(
                 f"{rule_class.code}  {rule_class.name:<32} {rule_class.severity:<8} "
@@ -133,7 +145,10 @@ def main(
     if exclude:
         settings.exclude = _split(exclude)
     settings.extend_exclude += _split(extend_exclude)
-    codes = [rule_class.code for rule_class in all_rules()]
+    from shapecheck.rule import rule_codes
+    from shapecheck.run import check_files
+
+    codes = rule_codes()
     cli_select, cli_ignore = parse_codes(select), parse_codes(ignore)
     config_select, config_ignore = parse_codes(settings.select), parse_codes(settings.ignore)
     where = str(settings.config_path or "configuration")
@@ -150,12 +165,20 @@ def main(
         raise click.UsageError(str(error)) from error
     selected = cli_select or config_select
     ignored = [*config_ignore, *cli_ignore]
-    rules = [rule() for rule in all_rules() if enabled(rule.code, selected, ignored)]
+    enabled_codes = [code for code in codes if enabled(code, selected, ignored)]
 
     targets = _targets(paths or (".",), settings, stdin_filename, force_exclude)
     if fix or diff:
+        from shapecheck.rule import all_rules
+
+        rules = [rule() for rule in all_rules() if rule.code in enabled_codes]
         _fix(targets, settings, rules, unsafe_fixes, diff, output_format)
-    results = [_guarded(path, partial(_lint, path, data, rules)) for path, data in targets]
+    cache = None
+    if not no_cache:
+        from shapecheck.cache import DEFAULT_DIRECTORY, ResultCache
+
+        cache = ResultCache(cache_dir or settings.root / DEFAULT_DIRECTORY, enabled_codes)
+    results = check_files(targets, enabled_codes, cache)
     diagnostics = _kept(results, settings)
     # colour only on a terminal (click strips it elsewhere), and never under NO_COLOR
     output = _render(diagnostics, output_format, len(results), unsafe_fixes)
@@ -175,8 +198,9 @@ def _fix(
 ) -> None:
     """``--fix`` writes each fixed file (stdin: prints it) and reports what remains;
     ``--diff`` prints what it would change and exits 1 if anything."""
+    from shapecheck.diagnostics import FileResult
     from shapecheck.fixer import FixError, fix_source, write_atomically
-    from shapecheck.linter import FileResult
+    from shapecheck.run import failure, read
     from shapecheck.source import Source, parse_source
 
     keep = partial(_kept_diagnostic, settings=settings)
@@ -184,7 +208,7 @@ def _fix(
     fixed = 0
     failed = False
     for path, data in targets:
-        raw = _read(path) if data is None else data
+        raw = read(path) if data is None else data
         if isinstance(raw, FileResult):
             results.append(raw)
             continue
@@ -193,10 +217,7 @@ def _fix(
             results.append(FileResult(path, [source]))
             continue
         try:
-            outcome = _guarded(path, partial(fix_source, source, rules, keep, unsafe))
-            if isinstance(outcome, FileResult):
-                results.append(outcome)
-                continue
+            outcome = fix_source(source, rules, keep, unsafe)
             fixed += outcome.fixed
             results.append(outcome.remaining)
             if diff:
@@ -208,6 +229,8 @@ def _fix(
         except FixError as error:
             click.echo(f"{path}: {error}; left unchanged", err=True)
             failed = True
+        except Exception as error:  # a bug in shapecheck must not stop the other files
+            results.append(failure(path, error))
     if diff:
         from shapecheck.report import count
 
@@ -280,24 +303,6 @@ def _targets(
     return targets
 
 
-def _lint(path: str, data: bytes | None, rules: list[Rule]) -> FileResult:
-    from shapecheck.linter import lint_path, lint_source
-
-    return lint_path(path, rules) if data is None else lint_source(data, path, rules)
-
-
-def _read(path: str) -> bytes | FileResult:
-    from shapecheck.diagnostics import input_error
-    from shapecheck.linter import FileResult
-
-    try:
-        with open(path, "rb") as file:
-            return file.read()
-    except OSError as error:
-        reason = error.strerror or type(error).__name__
-        return FileResult(path, [input_error(path, f"cannot read: {reason}")])
-
-
 def _print_diff(path: str, before: bytes, after: bytes, encoding: str) -> None:
     import difflib
 
@@ -305,26 +310,6 @@ def _print_diff(path: str, before: bytes, after: bytes, encoding: str) -> None:
     new = after.decode(encoding).splitlines(keepends=True)
     for line in difflib.unified_diff(old, new, path, path):
         click.echo(line if line.endswith("\n") else line + "\n", nl=False)
-
-
-def _guarded(path: str, check: Callable[[], T]) -> T | FileResult:
-    """Run one file's check; an internal error is reported for that file, not raised."""
-    from shapecheck.diagnostics import input_error
-    from shapecheck.fixer import FixError
-    from shapecheck.linter import FileResult
-
-    try:
-        return check()
-    except FixError:
-        raise  # reported by the caller: the file stays as it was
-    except RecursionError:
-        return FileResult(path, [input_error(path, "cannot analyse: input too deeply nested")])
-    except Exception as error:  # a bug in shapecheck must not stop the other files
-        message = (
-            f"internal error while checking this file ({type(error).__name__}: {error}); "
-            "please report it at the shapecheck issue tracker"
-        )
-        return FileResult(path, [input_error(path, message)])
 
 
 def _kept(results: list[FileResult], settings: Settings) -> list[Diagnostic]:

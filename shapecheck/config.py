@@ -23,6 +23,7 @@ DEFAULT_EXCLUDE = (
     ".nox",
     ".pytest_cache",
     ".ruff_cache",
+    ".shapecheck_cache",
     ".svn",
     ".tox",
     ".venv",

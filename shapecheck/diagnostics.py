@@ -73,6 +73,18 @@ _REPORTED = (
 )
 
 
+@dataclass(frozen=True)
+class FileResult:
+    """What checking one file found."""
+
+    path: str
+    diagnostics: list[Diagnostic]
+
+    @property
+    def unreadable(self) -> bool:
+        return any(diagnostic.code == INPUT_ERROR_CODE for diagnostic in self.diagnostics)
+
+
 def applicable(fix: FixEdits | None, unsafe: bool) -> bool:
     """Would ``--fix`` apply this fix (unsafe ones only with ``--unsafe-fixes``)?"""
     return fix is not None and (fix.safe or unsafe)

@@ -14,8 +14,8 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from shapecheck.diagnostics import Diagnostic, TextEdit, applicable
-from shapecheck.linter import FileResult, lint_parsed
+from shapecheck.diagnostics import Diagnostic, FileResult, TextEdit, applicable
+from shapecheck.linter import lint_parsed
 from shapecheck.rule import Rule
 from shapecheck.source import Source, parse_source
 

@@ -10,12 +10,14 @@ rule is adding a module.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import pkgutil
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
@@ -62,6 +64,21 @@ class Rule:
         return section.split()[0].rstrip(":,.").lower() if found else None
 
 
+def rules_folders() -> list[str]:
+    """Where the rule modules are, found without importing them."""
+    spec = importlib.util.find_spec("shapecheck.rules")
+    assert spec is not None and spec.submodule_search_locations is not None
+    return [str(Path(folder).resolve()) for folder in spec.submodule_search_locations]
+
+
+@cache
+def rule_codes() -> tuple[str, ...]:
+    """Every rule's code, read from its module's name (``sc101_...``) without importing it:
+    validating ``--select`` must not cost libcst when every result comes from the cache."""
+    names = [info.name for info in pkgutil.iter_modules(rules_folders())]
+    return tuple(sorted(name[:5].upper() for name in names if CODE_PATTERN.match(name.upper())))
+
+
 @cache
 def all_rules() -> tuple[type[Rule], ...]:
     """Every rule class in ``shapecheck.rules``, sorted by code."""
@@ -78,6 +95,10 @@ def all_rules() -> tuple[type[Rule], ...]:
             ):
                 if not CODE_PATTERN.fullmatch(value.code):
                     raise RuntimeError(f"{module.__name__}: bad rule code {value.code!r}")
+                if not info.name.upper().startswith(value.code):
+                    raise RuntimeError(
+                        f"{module.__name__}: rule {value.code} in a module named otherwise"
+                    )
                 if value.code in found:
                     raise RuntimeError(f"two rules claim {value.code}")
                 found[value.code] = value

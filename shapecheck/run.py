@@ -1,0 +1,117 @@
+"""Checking many files: what the cache knows first, the rest in a process pool.
+
+Reading and hashing a file is cheap; parsing it is not. Files are read here, looked up in the
+:class:`~shapecheck.cache.ResultCache`, and only the misses are checked, by worker processes
+when there are enough of them to pay for the workers (each worker receives file contents and
+returns plain diagnostics). libcst and the rules are imported only when something is checked.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from shapecheck.diagnostics import FileResult, input_error
+
+if TYPE_CHECKING:
+    from shapecheck.cache import ResultCache
+    from shapecheck.rule import Rule
+
+POOL_MIN_FILES = 8
+"""Fewer files than this are checked in this process: starting workers would cost more."""
+
+_worker_rules: list[Rule] = []
+
+
+def check_files(
+    targets: Sequence[tuple[str, bytes | None]],
+    codes: Sequence[str],
+    cache: ResultCache | None,
+    *,
+    jobs: int | None = None,
+) -> list[FileResult]:
+    """Check each ``(path, content or None to read it)``, running the rules ``codes``."""
+    results: list[FileResult] = []
+    pending: list[tuple[str, bytes]] = []
+    for path, data in targets:
+        content = read(path) if data is None else data
+        if isinstance(content, FileResult):
+            results.append(content)
+            continue
+        cached = cache.get(path, content) if cache is not None else None
+        if cached is None:
+            pending.append((path, content))
+        else:
+            results.append(FileResult(path, cached))
+    checked = _check_all(pending, codes, jobs)
+    for (_, content), (result, complete) in zip(pending, checked, strict=True):
+        if cache is not None and complete:
+            cache.put(content, result.diagnostics)
+        results.append(result)
+    return results
+
+
+def read(path: str) -> bytes | FileResult:
+    try:
+        with open(path, "rb") as file:
+            return file.read()
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        return FileResult(path, [input_error(path, f"cannot read: {reason}")])
+
+
+def failure(path: str, error: Exception) -> FileResult:
+    """An error while checking one file, reported for that file: the others go on."""
+    if isinstance(error, RecursionError):
+        return FileResult(path, [input_error(path, "cannot analyse: input too deeply nested")])
+    message = (
+        f"internal error while checking this file ({type(error).__name__}: {error}); "
+        "please report it at the shapecheck issue tracker"
+    )
+    return FileResult(path, [input_error(path, message)])
+
+
+def _check_all(
+    pending: list[tuple[str, bytes]], codes: Sequence[str], jobs: int | None
+) -> list[tuple[FileResult, bool]]:
+    global _worker_rules
+    if not pending:
+        return []
+    from shapecheck.rule import all_rules
+
+    _worker_rules = [rule() for rule in all_rules() if rule.code in codes]
+    workers = min(jobs or _cpus(), len(pending))
+    if workers < 2 or len(pending) < POOL_MIN_FILES:
+        return [_check_one(item) for item in pending]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    # forked workers inherit the imported linter and rules; largest files first, so that
+    # no worker is left with a big file at the end
+    order = sorted(range(len(pending)), key=lambda index: -len(pending[index][1]))
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        checked = list(pool.map(_check_one, [pending[index] for index in order]))
+    results: list[tuple[FileResult, bool]] = [checked[0]] * len(pending)
+    for position, index in enumerate(order):
+        results[index] = checked[position]
+    return results
+
+
+def _check_one(item: tuple[str, bytes]) -> tuple[FileResult, bool]:
+    """A file's result, and whether it is complete (no internal error): only those are cached."""
+    from shapecheck.linter import lint_source
+
+    path, content = item
+    try:
+        return lint_source(content, path, _worker_rules), True
+    except Exception as error:  # reported for this file; the others go on
+        return failure(path, error), False
+
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
