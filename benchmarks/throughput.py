@@ -4,10 +4,10 @@
 
 Times, in one run and in the same process, what each stage costs over every ``*.py`` file
 under PATH: ``ast.parse`` alone, ``libcst.parse_module`` alone, the analysis of the parsed
-modules without and with symbolic shapes, and the whole shapecheck check (parse + analysis +
-rules + positions). Prints medians, lines per second, and ratios to the libcst parse (the
-floor every libcst-based linter stands on). Ratios are what to compare across machines;
-absolute times are noisy here.
+modules without and with symbolic shapes, the ast pre-scan alone, and the whole check (parse +
+analysis + rules + positions) in one process, without and with the pre-scan. Prints medians,
+lines per second, and ratios to the libcst parse (the floor every libcst-based linter stands
+on). Ratios are what to compare across machines; absolute times are noisy here.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import libcst as cst
 
 from shapecheck.analysis import analyse
 from shapecheck.linter import lint_source
+from shapecheck.prescan import relevant_source
 from shapecheck.rule import all_rules
 
 
@@ -64,11 +65,21 @@ def main() -> None:
         for source in sources:
             lint_source(source, "benchmark.py", rules)
 
+    def check_without_prescan() -> None:
+        for source in sources:
+            lint_source(source, "benchmark.py", rules, prescan=False)
+
+    def prescan() -> None:
+        for source in sources:
+            relevant_source(source.decode("utf-8", errors="replace"))
+
     stages: list[tuple[str, Callable[[], None]]] = [
         ("ast.parse", parse_ast),
         ("libcst.parse_module", parse_libcst),
         ("analysis, no shapes", analyse_without_shapes),
         ("analysis", analyse_with_shapes),
+        ("pre-scan alone", prescan),
+        ("shapecheck, no pre-scan", check_without_prescan),
         ("shapecheck", check),
     ]
     medians = {name: _median(stage, options.repeat) for name, stage in stages}
