@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from collections.abc import Iterable, Iterator
+import re
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 
@@ -70,6 +71,7 @@ def discover(
 
 
 def _walk(directory: Path, excludes: list[str], root: Path) -> Iterator[Path]:
+    excluded = _below(directory, excludes, root)
     visited: set[tuple[int, int]] = set()
     for current, subdirectories, files in os.walk(directory, followlinks=True):
         here = Path(current)
@@ -83,13 +85,32 @@ def _walk(directory: Path, excludes: list[str], root: Path) -> Iterator[Path]:
             subdirectories[:] = []
             continue
         visited.add(identity)
-        subdirectories[:] = sorted(
-            name
-            for name in subdirectories
-            if not is_excluded(here / name, excludes, root, below=directory)
-        )
+        subdirectories[:] = sorted(name for name in subdirectories if not excluded(here, name))
         for name in sorted(files):
-            if name.endswith(".py") and not is_excluded(
-                here / name, excludes, root, below=directory
-            ):
+            if name.endswith(".py") and not excluded(here, name):
                 yield here / name
+
+
+def _below(directory: Path, excludes: list[str], root: Path) -> Callable[[Path, str], bool]:
+    """``is_excluded(folder / name, excludes, root, below=directory)`` for a walk that has
+    already pruned every excluded folder above ``name``: only the name itself and the path
+    patterns are left to match, with the patterns compiled once (thousands of files)."""
+    patterns = [pattern.rstrip("/") for pattern in excludes]
+    names = [pattern for pattern in patterns if "/" not in pattern]
+    name_match = re.compile("|".join(map(fnmatch.translate, names))).match if names else None
+    paths = [pattern for pattern in patterns if "/" in pattern]
+    if paths and is_excluded(directory, patterns, root):
+        paths = []  # an excluded directory named explicitly: its own path does not count
+
+    def excluded(folder: Path, name: str) -> bool:
+        if name_match is not None and name_match(name):
+            return True
+        if not paths:
+            return False
+        relative = _relative((folder / name).absolute(), root)
+        return relative is not None and any(
+            fnmatch.fnmatchcase(relative, pattern) or relative.startswith(pattern + "/")
+            for pattern in paths
+        )
+
+    return excluded
