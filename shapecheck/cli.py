@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
@@ -20,6 +21,7 @@ from shapecheck import __version__
 from shapecheck.config import ConfigError, Settings, find_config, load_settings
 from shapecheck.diagnostics import INPUT_ERROR_CODE
 from shapecheck.discovery import discover, is_excluded
+from shapecheck.report import FORMATS
 from shapecheck.selection import SelectionError, enabled, matches, parse_codes, validate
 
 if TYPE_CHECKING:
@@ -27,7 +29,6 @@ if TYPE_CHECKING:
     from shapecheck.rule import Rule
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
-T = TypeVar("T")
 
 
 class InputError(click.ClickException):
@@ -41,10 +42,17 @@ class InputError(click.ClickException):
 @click.option(
     "--format",
     "output_format",
-    type=click.Choice(["text", "json"]),
+    type=click.Choice(FORMATS),
     default="text",
     show_default=True,
-    help="Output format.",
+    help="Output format: sarif for code-scanning tools, github for pull-request annotations.",
+)
+@click.option(
+    "--statistics", "show_statistics", is_flag=True, help="Count the findings of each rule."
+)
+@click.option("-q", "--quiet", is_flag=True, help="Print the findings only, no summary.")
+@click.option(
+    "--exit-zero", is_flag=True, help="Exit with 0 even when there are findings (not errors)."
 )
 @click.option("--select", multiple=True, help="Codes or prefixes to enable (e.g. SC1,SC301).")
 @click.option("--ignore", multiple=True, help="Codes or prefixes to disable.")
@@ -98,6 +106,9 @@ class InputError(click.ClickException):
 def main(
     paths: tuple[str, ...],
     output_format: str,
+    show_statistics: bool,
+    quiet: bool,
+    exit_zero: bool,
     select: tuple[str, ...],
     ignore: tuple[str, ...],
     exclude: tuple[str, ...],
@@ -168,34 +179,70 @@ def main(
     enabled_codes = [code for code in codes if enabled(code, selected, ignored)]
 
     targets = _targets(paths or (".",), settings, stdin_filename, force_exclude)
+    output = Output(output_format, unsafe_fixes, show_statistics, quiet, exit_zero)
     if fix or diff:
         from shapecheck.rule import all_rules
 
         rules = [rule() for rule in all_rules() if rule.code in enabled_codes]
-        _fix(targets, settings, rules, unsafe_fixes, diff, output_format)
+        _fix(targets, settings, rules, diff, output)
     cache = None
     if not no_cache:
         from shapecheck.cache import DEFAULT_DIRECTORY, ResultCache
 
         cache = ResultCache(cache_dir or settings.root / DEFAULT_DIRECTORY, enabled_codes)
     results = check_files(targets, enabled_codes, cache)
-    diagnostics = _kept(results, settings)
-    # colour only on a terminal (click strips it elsewhere), and never under NO_COLOR
-    output = _render(diagnostics, output_format, len(results), unsafe_fixes)
-    click.echo(output, color=_colour())
-    if any(result.unreadable for result in results):
-        sys.exit(EXIT_ERROR)
-    sys.exit(EXIT_FINDINGS if diagnostics else EXIT_CLEAN)
+    output.finish(results, _kept(results, settings))
+
+
+@dataclass(frozen=True)
+class Output:
+    """How to report: the format, and the flags that shape the report and the exit status."""
+
+    output_format: str
+    unsafe: bool
+    statistics: bool
+    quiet: bool
+    exit_zero: bool
+
+    def finish(
+        self,
+        results: list[FileResult],
+        diagnostics: list[Diagnostic],
+        *,
+        fixed: int | None = None,
+        failed: bool = False,
+        to_stderr: bool = False,
+    ) -> NoReturn:
+        """Print the report and exit: 2 when a file could not be checked (or fixed), 1 for
+        findings unless ``--exit-zero``, else 0."""
+        from shapecheck import report
+
+        if self.statistics:
+            text = report.statistics(diagnostics, self.output_format, self.unsafe)
+        else:
+            text = report.render(
+                diagnostics,
+                self.output_format,
+                len(results),
+                unsafe=self.unsafe,
+                fixed=fixed,
+                quiet=self.quiet,
+            )
+        if text:
+            # colour only on a terminal (click strips it elsewhere), and never under NO_COLOR
+            click.echo(text, color=_colour(), err=to_stderr)
+        if failed or any(result.unreadable for result in results):
+            sys.exit(EXIT_ERROR)
+        sys.exit(EXIT_FINDINGS if diagnostics and not self.exit_zero else EXIT_CLEAN)
 
 
 def _fix(
     targets: list[tuple[str, bytes | None]],
     settings: Settings,
     rules: list[Rule],
-    unsafe: bool,
     diff: bool,
-    output_format: str,
-) -> None:
+    output: Output,
+) -> NoReturn:
     """``--fix`` writes each fixed file (stdin: prints it) and reports what remains;
     ``--diff`` prints what it would change and exits 1 if anything."""
     from shapecheck.diagnostics import FileResult
@@ -217,7 +264,7 @@ def _fix(
             results.append(FileResult(path, [source]))
             continue
         try:
-            outcome = fix_source(source, rules, keep, unsafe)
+            outcome = fix_source(source, rules, keep, output.unsafe)
             fixed += outcome.fixed
             results.append(outcome.remaining)
             if diff:
@@ -236,13 +283,10 @@ def _fix(
 
         click.echo(f"{count(fixed, 'fix')} would be applied", err=True)
         sys.exit(EXIT_ERROR if failed else EXIT_FINDINGS if fixed else EXIT_CLEAN)
-    diagnostics = _kept(results, settings)
     stdin_only = all(data is not None for _, data in targets)
-    output = _render(diagnostics, output_format, len(results), unsafe, fixed=fixed)
-    click.echo(output, color=_colour(), err=stdin_only)
-    if failed or any(result.unreadable for result in results):
-        sys.exit(EXIT_ERROR)
-    sys.exit(EXIT_FINDINGS if diagnostics else EXIT_CLEAN)
+    output.finish(
+        results, _kept(results, settings), fixed=fixed, failed=failed, to_stderr=stdin_only
+    )
 
 
 def _show_shapes(paths: Sequence[str]) -> None:
@@ -338,15 +382,3 @@ def _ignored_for_file(diagnostic: Diagnostic, settings: Settings) -> bool:
 
 def _colour() -> bool | None:
     return False if os.environ.get("NO_COLOR") else None
-
-
-def _render(
-    diagnostics: list[Diagnostic],
-    output_format: str,
-    files_checked: int,
-    unsafe: bool,
-    fixed: int | None = None,
-) -> str:
-    from shapecheck.report import render
-
-    return render(diagnostics, output_format, files_checked, unsafe=unsafe, fixed=fixed)

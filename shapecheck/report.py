@@ -1,15 +1,20 @@
-"""Output formats: ``text`` (``path:line:col: CODE message``) and ``json`` (DESIGN.md)."""
+"""Output formats: ``text`` (``path:line:col: CODE message``), ``json`` (DESIGN.md), ``sarif``
+(SARIF 2.1.0, for code-scanning tools) and ``github`` (workflow commands that annotate a pull
+request); and ``--statistics``, a count per rule."""
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 import click
 
-from shapecheck.diagnostics import Diagnostic, applicable
+from shapecheck import __version__
+from shapecheck.diagnostics import INPUT_ERROR_CODE, INPUT_ERROR_NAME, Diagnostic, applicable
 
-FORMATS = ("text", "json")
+FORMATS = ("text", "json", "sarif", "github")
 
 
 def render(
@@ -19,16 +24,44 @@ def render(
     *,
     unsafe: bool = False,
     fixed: int | None = None,
+    quiet: bool = False,
 ) -> str:
     """``fixed`` is how many findings ``--fix`` mended (``None`` when not fixing);
-    ``unsafe`` counts unsafe fixes as available."""
+    ``unsafe`` counts unsafe fixes as available; ``quiet`` drops the summary line."""
     if output_format == "json":
         return json.dumps([d.to_json() for d in diagnostics], indent=2)
-    return _text(diagnostics, files_checked, unsafe, fixed)
+    if output_format == "sarif":
+        return json.dumps(_sarif(diagnostics), indent=2)
+    if output_format == "github":
+        return "\n".join(map(_github, diagnostics))
+    return _text(diagnostics, files_checked, unsafe, fixed, quiet)
+
+
+def statistics(diagnostics: Sequence[Diagnostic], output_format: str, unsafe: bool) -> str:
+    """How many findings each rule made, most first (``--statistics``)."""
+    counts: Counter[tuple[str, str]] = Counter((d.code, d.name) for d in diagnostics)
+    fixable = Counter(d.code for d in diagnostics if applicable(d.fix, unsafe))
+    rows = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    if output_format == "json":
+        return json.dumps(
+            [
+                {"code": code, "name": name, "count": n, "fixable": fixable[code]}
+                for (code, name), n in rows
+            ],
+            indent=2,
+        )
+    width = max((len(str(n)) for _, n in rows), default=1)
+    return "\n".join(
+        f"{n:>{width}}  {code}  {'[*] ' if fixable[code] else ''}{name}" for (code, name), n in rows
+    )
 
 
 def _text(
-    diagnostics: Sequence[Diagnostic], files_checked: int, unsafe: bool, fixed: int | None
+    diagnostics: Sequence[Diagnostic],
+    files_checked: int,
+    unsafe: bool,
+    fixed: int | None,
+    quiet: bool,
 ) -> str:
     lines = [
         f"{click.style(d.path, bold=True)}:{d.line}:{d.column}: "
@@ -36,6 +69,8 @@ def _text(
         f"{'[*] ' if applicable(d.fix, unsafe) else ''}{d.message}"
         for d in diagnostics
     ]
+    if quiet:
+        return "\n".join(lines)
     files = len({d.path for d in diagnostics})
     if diagnostics:
         summary = f"{count(len(diagnostics), 'finding')} in {count(files, 'file')}"
@@ -67,3 +102,106 @@ def count(number: int, noun: str) -> str:
     """``1 finding``, ``2 findings``, ``2 fixes``."""
     plural = "es" if noun.endswith("x") else "s"
     return f"{number} {noun}{'' if number == 1 else plural}"
+
+
+def _github(diagnostic: Diagnostic) -> str:
+    """``::error file=…,line=…,col=…,title=SC101::message``: GitHub Actions annotates the line."""
+    level = "error" if diagnostic.severity == "error" else "warning"
+    where = {
+        "file": diagnostic.path,
+        "line": diagnostic.line,
+        "col": diagnostic.column,
+        "endLine": diagnostic.end_line,
+        "endColumn": diagnostic.end_column,
+        "title": f"{diagnostic.code} {diagnostic.name}",
+    }
+    properties = ",".join(f"{key}={_escape(str(value), True)}" for key, value in where.items())
+    return f"::{level} {properties}::{_escape(diagnostic.message, False)}"
+
+
+def _escape(text: str, property_value: bool) -> str:
+    """Workflow-command escaping; property values also escape ``:`` and ``,``."""
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return text.replace(":", "%3A").replace(",", "%2C") if property_value else text
+
+
+def _sarif(diagnostics: Sequence[Diagnostic]) -> dict[str, Any]:
+    """One SARIF 2.1.0 run: every rule's metadata, the results, and fixes where there are."""
+    from shapecheck.rule import all_rules
+
+    rules: list[dict[str, Any]] = [
+        {
+            "id": INPUT_ERROR_CODE,
+            "name": INPUT_ERROR_NAME,
+            "shortDescription": {"text": "input that could not be read, decoded or parsed"},
+            "defaultConfiguration": {"level": "error"},
+        }
+    ]
+    rules += [
+        {
+            "id": rule.code,
+            "name": rule.name,
+            "shortDescription": {"text": rule.summary},
+            "fullDescription": {"text": rule.summary},
+            "help": {"text": rule.documentation(), "markdown": rule.documentation()},
+            "defaultConfiguration": {"level": rule.severity},
+            "properties": {"fix": rule.fix_safety() or "none"},
+        }
+        for rule in all_rules()
+    ]
+    index = {rule["id"]: position for position, rule in enumerate(rules)}
+    return {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {"driver": {"name": "shapecheck", "version": __version__, "rules": rules}},
+                "columnKind": "unicodeCodePoints",
+                "results": [_sarif_result(d, index[d.code]) for d in diagnostics],
+            }
+        ],
+    }
+
+
+def _sarif_result(diagnostic: Diagnostic, rule_index: int) -> dict[str, Any]:
+    location = {"uri": diagnostic.path.replace("\\", "/")}
+    result: dict[str, Any] = {
+        "ruleId": diagnostic.code,
+        "ruleIndex": rule_index,
+        "level": diagnostic.severity,
+        "message": {"text": diagnostic.message},
+        "locations": [
+            {
+                "physicalLocation": {
+                    "artifactLocation": location,
+                    "region": _region(
+                        diagnostic.line,
+                        diagnostic.column,
+                        diagnostic.end_line,
+                        diagnostic.end_column,
+                    ),
+                }
+            }
+        ],
+    }
+    fix = diagnostic.fix
+    if fix is not None:
+        replacements = [
+            {
+                "deletedRegion": _region(e.line, e.column, e.end_line, e.end_column),
+                "insertedContent": {"text": e.content},
+            }
+            for e in fix.edits
+        ]
+        description = f"{fix.description} ({'safe' if fix.safe else 'unsafe'})"
+        result["fixes"] = [
+            {
+                "description": {"text": description},
+                "artifactChanges": [{"artifactLocation": location, "replacements": replacements}],
+            }
+        ]
+    return result
+
+
+def _region(line: int, column: int, end_line: int, end_column: int) -> dict[str, int]:
+    return {"startLine": line, "startColumn": column, "endLine": end_line, "endColumn": end_column}
