@@ -79,6 +79,8 @@ class FileResult:
 
     path: str
     diagnostics: list[Diagnostic]
+    complete: bool = True
+    """False when shapecheck failed on part of the file (an internal error): not cached."""
 
     @property
     def unreadable(self) -> bool:
@@ -88,6 +90,15 @@ class FileResult:
 def applicable(fix: FixEdits | None, unsafe: bool) -> bool:
     """Would ``--fix`` apply this fix (unsafe ones only with ``--unsafe-fixes``)?"""
     return fix is not None and (fix.safe or unsafe)
+
+
+def internal_error(path: str, where: str, error: Exception) -> Diagnostic:
+    """SC000 for a bug in shapecheck: named, with a request to report it."""
+    return input_error(
+        path,
+        f"internal error {where} ({type(error).__name__}: {error}); "
+        "please report it at the shapecheck issue tracker",
+    )
 
 
 def input_error(path: str, message: str, line: int = 1, column: int = 1) -> Diagnostic:

@@ -8,7 +8,14 @@ import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from shapecheck.analysis import analyse
-from shapecheck.diagnostics import Diagnostic, FileResult, FixEdits, TextEdit, input_error
+from shapecheck.diagnostics import (
+    Diagnostic,
+    FileResult,
+    FixEdits,
+    TextEdit,
+    input_error,
+    internal_error,
+)
 from shapecheck.fixes import Fix
 from shapecheck.rule import Rule, Violation
 from shapecheck.source import Source, parse_source
@@ -40,11 +47,14 @@ def lint_source(
 def lint_parsed(source: Source, rules: Sequence[Rule]) -> FileResult:
     analysis = analyse(source.module)
     found: list[tuple[Rule, Violation]] = []
+    crashed: list[Diagnostic] = []
     for rule in rules:
-        found.extend((rule, violation) for violation in rule.check(analysis))
-    if not found:
-        return FileResult(source.path, [])
-    return FileResult(source.path, _diagnostics(source, analysis.imports, found))
+        try:
+            found.extend((rule, violation) for violation in rule.check(analysis))
+        except Exception as error:  # one rule's bug must not cost the other rules' findings
+            crashed.append(internal_error(source.path, f"in rule {rule.code}", error))
+    diagnostics = _diagnostics(source, analysis.imports, found) if found else []
+    return FileResult(source.path, sorted([*diagnostics, *crashed]), complete=not crashed)
 
 
 def _diagnostics(

@@ -12,7 +12,7 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from shapecheck.diagnostics import FileResult, input_error
+from shapecheck.diagnostics import FileResult, input_error, internal_error
 
 if TYPE_CHECKING:
     from shapecheck.cache import ResultCache
@@ -45,8 +45,8 @@ def check_files(
         else:
             results.append(FileResult(path, cached))
     checked = _check_all(pending, codes, jobs)
-    for (_, content), (result, complete) in zip(pending, checked, strict=True):
-        if cache is not None and complete:
+    for (_, content), result in zip(pending, checked, strict=True):
+        if cache is not None and result.complete:
             cache.put(content, result.diagnostics)
         results.append(result)
     return results
@@ -64,17 +64,14 @@ def read(path: str) -> bytes | FileResult:
 def failure(path: str, error: Exception) -> FileResult:
     """An error while checking one file, reported for that file: the others go on."""
     if isinstance(error, RecursionError):
-        return FileResult(path, [input_error(path, "cannot analyse: input too deeply nested")])
-    message = (
-        f"internal error while checking this file ({type(error).__name__}: {error}); "
-        "please report it at the shapecheck issue tracker"
-    )
-    return FileResult(path, [input_error(path, message)])
+        message = "cannot analyse: input too deeply nested"
+        return FileResult(path, [input_error(path, message)], complete=False)
+    return FileResult(path, [internal_error(path, "while checking this file", error)], False)
 
 
 def _check_all(
     pending: list[tuple[str, bytes]], codes: Sequence[str], jobs: int | None
-) -> list[tuple[FileResult, bool]]:
+) -> list[FileResult]:
     global _worker_rules
     if not pending:
         return []
@@ -93,21 +90,20 @@ def _check_all(
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(workers, mp_context=context) as pool:
         checked = list(pool.map(_check_one, [pending[index] for index in order]))
-    results: list[tuple[FileResult, bool]] = [checked[0]] * len(pending)
+    results = [checked[0]] * len(pending)
     for position, index in enumerate(order):
         results[index] = checked[position]
     return results
 
 
-def _check_one(item: tuple[str, bytes]) -> tuple[FileResult, bool]:
-    """A file's result, and whether it is complete (no internal error): only those are cached."""
+def _check_one(item: tuple[str, bytes]) -> FileResult:
     from shapecheck.linter import lint_source
 
     path, content = item
     try:
-        return lint_source(content, path, _worker_rules), True
+        return lint_source(content, path, _worker_rules)
     except Exception as error:  # reported for this file; the others go on
-        return failure(path, error), False
+        return failure(path, error)
 
 
 def _cpus() -> int:
