@@ -21,7 +21,7 @@ from shapecheck import __version__
 from shapecheck.config import ConfigError, Settings, find_config, load_settings
 from shapecheck.diagnostics import INPUT_ERROR_CODE
 from shapecheck.discovery import discover, is_excluded
-from shapecheck.report import FORMATS
+from shapecheck.report import FORMATS, count
 from shapecheck.selection import SelectionError, enabled, matches, parse_codes, validate
 
 if TYPE_CHECKING:
@@ -100,6 +100,17 @@ class InputError(click.ClickException):
     envvar="SHAPECHECK_CACHE_DIR",
     help="Where results are cached [default: .shapecheck_cache beside the configuration].",
 )
+@click.option(
+    "--baseline",
+    "baseline_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Report only findings this baseline file does not record.",
+)
+@click.option(
+    "--write-baseline",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Record today's findings in this file (for --baseline) and exit 0.",
+)
 @click.option("--list-rules", is_flag=True, help="List every rule and exit.")
 @click.option("--explain", metavar="CODE", help="Print a rule's documentation and exit.")
 @click.version_option(__version__, "--version", prog_name="shapecheck")
@@ -123,6 +134,8 @@ def main(
     diff: bool,
     no_cache: bool,
     cache_dir: Path | None,
+    baseline_path: Path | None,
+    write_baseline: Path | None,
     list_rules: bool,
     explain: str | None,
 ) -> None:
@@ -191,7 +204,23 @@ def main(
 
         cache = ResultCache(cache_dir or settings.root / DEFAULT_DIRECTORY, enabled_codes)
     results = check_files(targets, enabled_codes, cache)
-    output.finish(results, _kept(results, settings))
+    diagnostics = _kept(results, settings)
+    if write_baseline is not None:
+        from shapecheck import baseline
+
+        recorded = baseline.write_baseline(write_baseline, diagnostics)
+        click.echo(f"{count(recorded, 'finding')} recorded in {write_baseline}", err=True)
+        sys.exit(EXIT_CLEAN)
+    known = 0
+    if baseline_path is not None:
+        from shapecheck import baseline
+
+        try:
+            recorded_before = baseline.read_baseline(baseline_path)
+        except baseline.BaselineError as error:
+            raise InputError(str(error)) from error
+        diagnostics, known = baseline.new_findings(baseline_path, recorded_before, diagnostics)
+    output.finish(results, diagnostics, known=known)
 
 
 @dataclass(frozen=True)
@@ -210,6 +239,7 @@ class Output:
         diagnostics: list[Diagnostic],
         *,
         fixed: int | None = None,
+        known: int = 0,
         failed: bool = False,
         to_stderr: bool = False,
     ) -> NoReturn:
@@ -227,6 +257,7 @@ class Output:
                 unsafe=self.unsafe,
                 fixed=fixed,
                 quiet=self.quiet,
+                known=known,
             )
         if text:
             # colour only on a terminal (click strips it elsewhere), and never under NO_COLOR
@@ -279,8 +310,6 @@ def _fix(
         except Exception as error:  # a bug in shapecheck must not stop the other files
             results.append(failure(path, error))
     if diff:
-        from shapecheck.report import count
-
         click.echo(f"{count(fixed, 'fix')} would be applied", err=True)
         sys.exit(EXIT_ERROR if failed else EXIT_FINDINGS if fixed else EXIT_CLEAN)
     stdin_only = all(data is not None for _, data in targets)

@@ -54,6 +54,10 @@ class Diagnostic:
     severity: Severity
     message: str
     fix: FixEdits | None = field(default=None, compare=False)
+    anchor: str = field(default="", compare=False)
+    """Where it is, in words that survive edits elsewhere: the enclosing function and the
+    flagged code, whitespace collapsed (``MHA.forward: x.transpose(1, 2).view(b, l, e)``).
+    Baselines key on it (with path and code), never on line numbers."""
 
     def to_json(self) -> dict[str, Any]:
         fields = {name: getattr(self, name) for name in _REPORTED}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import tokenize
 from collections.abc import Mapping, Sequence
 
 import libcst as cst
@@ -63,6 +65,8 @@ def _diagnostics(
     # Positions cost a pass over the tree: computed only for files with findings.
     positions = MetadataWrapper(source.module, unsafe_skip_copy=True).resolve(PositionProvider)
     suppressed = suppressions(source.text)
+    scopes = _scopes(source.module.body, positions, "")
+    lines = source.text.splitlines()
     diagnostics: set[Diagnostic] = set()
     for rule, violation in found:
         where = positions[violation.node]
@@ -82,9 +86,72 @@ def _diagnostics(
                 violation.severity or rule.severity,
                 violation.message,
                 _edits(fix, source.module, imports, positions) if fix else None,
+                _anchor(lines, where, scopes),
             )
         )
     return sorted(diagnostics)
+
+
+Scope = tuple[int, int, str]
+"""First line, last line, qualified name of a function or class."""
+
+
+def _scopes(
+    statements: Sequence[cst.BaseStatement],
+    positions: Mapping[cst.CSTNode, CodeRange],
+    prefix: str,
+) -> list[Scope]:
+    """Every function and class, nested ones included (also inside ``if``/``try``/``with``)."""
+    scopes: list[Scope] = []
+    for statement in statements:
+        if isinstance(statement, cst.FunctionDef | cst.ClassDef):
+            name = prefix + statement.name.value
+            where = positions[statement]
+            scopes.append((where.start.line, where.end.line, name))
+            scopes += _scopes(_inner(statement), positions, name + ".")
+        elif isinstance(statement, cst.BaseCompoundStatement):
+            scopes += _scopes(_inner(statement), positions, prefix)
+    return scopes
+
+
+def _inner(statement: cst.BaseCompoundStatement) -> list[cst.BaseStatement]:
+    blocks = [statement.body, getattr(statement, "orelse", None)]
+    blocks += [handler.body for handler in getattr(statement, "handlers", ())]
+    blocks.append(getattr(getattr(statement, "finalbody", None), "body", None))
+    inner: list[cst.BaseStatement] = []
+    for block in blocks:
+        if isinstance(block, cst.If):
+            inner.append(block)  # elif
+        elif isinstance(block, cst.Else | cst.Finally):
+            inner += _inner_block(block.body)
+        elif isinstance(block, cst.BaseSuite):
+            inner += _inner_block(block)
+    return inner
+
+
+def _inner_block(suite: cst.BaseSuite) -> list[cst.BaseStatement]:
+    return list(suite.body) if isinstance(suite, cst.IndentedBlock) else []
+
+
+def _anchor(lines: list[str], where: CodeRange, scopes: list[Scope]) -> str:
+    """The enclosing function and the flagged lines' code, comments dropped and whitespace
+    collapsed: editing a comment or the code around keeps it."""
+    line = where.start.line
+    holding = [scope for scope in scopes if scope[0] <= line <= scope[1]]
+    scope = max(holding)[2] if holding else "<module>"  # the innermost starts last
+    code = _without_comments("\n".join(lines[line - 1 : where.end.line]))
+    return f"{scope}: {' '.join(code.split())}"
+
+
+def _without_comments(code: str) -> str:
+    pieces = []
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(code).readline):
+            if token.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE):
+                pieces.append(token.string)
+    except (tokenize.TokenError, SyntaxError):
+        return code  # a statement cut mid-way: keep the text as it is
+    return " ".join(pieces)
 
 
 def _edits(

@@ -4,6 +4,7 @@ request); and ``--statistics``, a count per rule."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter
 from collections.abc import Sequence
@@ -25,16 +26,18 @@ def render(
     unsafe: bool = False,
     fixed: int | None = None,
     quiet: bool = False,
+    known: int = 0,
 ) -> str:
     """``fixed`` is how many findings ``--fix`` mended (``None`` when not fixing);
-    ``unsafe`` counts unsafe fixes as available; ``quiet`` drops the summary line."""
+    ``unsafe`` counts unsafe fixes as available; ``quiet`` drops the summary line; ``known``
+    findings were left out because the baseline records them."""
     if output_format == "json":
         return json.dumps([d.to_json() for d in diagnostics], indent=2)
     if output_format == "sarif":
         return json.dumps(_sarif(diagnostics), indent=2)
     if output_format == "github":
         return "\n".join(map(_github, diagnostics))
-    return _text(diagnostics, files_checked, unsafe, fixed, quiet)
+    return _text(diagnostics, files_checked, unsafe, fixed, quiet, known)
 
 
 def statistics(diagnostics: Sequence[Diagnostic], output_format: str, unsafe: bool) -> str:
@@ -62,6 +65,7 @@ def _text(
     unsafe: bool,
     fixed: int | None,
     quiet: bool,
+    known: int,
 ) -> str:
     lines = [
         f"{click.style(d.path, bold=True)}:{d.line}:{d.column}: "
@@ -76,6 +80,8 @@ def _text(
         summary = f"{count(len(diagnostics), 'finding')} in {count(files, 'file')}"
     else:
         summary = f"No findings in {count(files_checked, 'file')}"
+    if known:
+        summary += f" ({known} more in the baseline)"
     if fixed is not None:
         summary += f" ({fixed} fixed)"
     else:
@@ -170,6 +176,12 @@ def _sarif_result(diagnostic: Diagnostic, rule_index: int) -> dict[str, Any]:
         "ruleIndex": rule_index,
         "level": diagnostic.severity,
         "message": {"text": diagnostic.message},
+        # stable across edits elsewhere in the file, so code scanning follows a finding
+        "partialFingerprints": {
+            "shapecheckAnchor/v1": hashlib.sha256(
+                f"{diagnostic.code}\0{diagnostic.anchor}".encode()
+            ).hexdigest()
+        },
         "locations": [
             {
                 "physicalLocation": {
