@@ -11,7 +11,6 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -19,10 +18,9 @@ import click
 
 from shapecheck import __version__
 from shapecheck.config import ConfigError, Settings, find_config, load_settings
-from shapecheck.diagnostics import INPUT_ERROR_CODE
-from shapecheck.discovery import discover, is_excluded
+from shapecheck.discovery import discover
 from shapecheck.report import FORMATS, count
-from shapecheck.selection import SelectionError, enabled, matches, parse_codes, validate
+from shapecheck.selection import SelectionError, enabled, parse_codes, validate
 
 if TYPE_CHECKING:
     from shapecheck.diagnostics import Diagnostic, FileResult
@@ -111,6 +109,9 @@ class InputError(click.ClickException):
     type=click.Path(dir_okay=False, path_type=Path),
     help="Record today's findings in this file (for --baseline) and exit 0.",
 )
+@click.option(
+    "--lsp", is_flag=True, help="Run as a Language Server over stdio (needs the lsp extra)."
+)
 @click.option("--list-rules", is_flag=True, help="List every rule and exit.")
 @click.option("--explain", metavar="CODE", help="Print a rule's documentation and exit.")
 @click.version_option(__version__, "--version", prog_name="shapecheck")
@@ -136,6 +137,7 @@ def main(
     cache_dir: Path | None,
     baseline_path: Path | None,
     write_baseline: Path | None,
+    lsp: bool,
     list_rules: bool,
     explain: str | None,
 ) -> None:
@@ -144,6 +146,15 @@ def main(
     PATHS are files or directories (default: the current directory); '-' reads stdin.
     Exit status: 0 no findings, 1 findings, 2 usage error or unreadable input.
     """
+    if lsp:
+        try:
+            from shapecheck.lsp import serve
+        except ImportError as error:
+            raise InputError(
+                f"--lsp needs pygls ({error.name} is missing): pip install 'shapecheck[lsp]'"
+            ) from error
+        serve()
+        return
     if explain is not None:
         from shapecheck.rule import rule_by_code
 
@@ -281,7 +292,7 @@ def _fix(
     from shapecheck.run import failure, read
     from shapecheck.source import Source, parse_source
 
-    keep = partial(_kept_diagnostic, settings=settings)
+    keep = settings.keeps
     results: list[FileResult] = []
     fixed = 0
     failed = False
@@ -390,22 +401,7 @@ def _kept(results: list[FileResult], settings: Settings) -> list[Diagnostic]:
         diagnostic
         for result in results
         for diagnostic in result.diagnostics
-        if _kept_diagnostic(diagnostic, settings)
-    )
-
-
-def _kept_diagnostic(diagnostic: Diagnostic, settings: Settings) -> bool:
-    return not _ignored_for_file(diagnostic, settings)
-
-
-def _ignored_for_file(diagnostic: Diagnostic, settings: Settings) -> bool:
-    """per-file-ignores: a pattern matching the path silences its codes (never SC000)."""
-    if diagnostic.code == INPUT_ERROR_CODE:
-        return False
-    return any(
-        matches(diagnostic.code, parse_codes(codes))
-        and is_excluded(Path(diagnostic.path), [pattern], settings.root)
-        for pattern, codes in settings.per_file_ignores.items()
+        if settings.keeps(diagnostic)
     )
 
 

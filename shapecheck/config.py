@@ -12,6 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shapecheck.diagnostics import INPUT_ERROR_CODE, Diagnostic
+from shapecheck.discovery import is_excluded
+from shapecheck.selection import matches, parse_codes
+
 DEFAULT_EXCLUDE = (
     ".bzr",
     ".direnv",
@@ -57,6 +61,16 @@ class Settings:
     @property
     def excludes(self) -> list[str]:
         return [*self.exclude, *self.extend_exclude]
+
+    def keeps(self, diagnostic: Diagnostic) -> bool:
+        """per-file-ignores: a pattern matching the path silences its codes (never SC000)."""
+        if diagnostic.code == INPUT_ERROR_CODE:
+            return True
+        return not any(
+            matches(diagnostic.code, parse_codes(codes))
+            and is_excluded(Path(diagnostic.path), [pattern], self.root)
+            for pattern, codes in self.per_file_ignores.items()
+        )
 
 
 def find_config(start: Path) -> Path | None:
