@@ -58,7 +58,10 @@ class ResultCache:
     def _prepare(self) -> None:
         if self.folder.is_dir():
             return
+        ours = not self.root.exists()
         self.folder.mkdir(parents=True, exist_ok=True)
+        if not ours:
+            return  # a folder the user named: never write over their files
         # like .ruff_cache: invisible to git and to backup tools
         (self.root / ".gitignore").write_text("# created by shapecheck\n*\n", encoding="utf-8")
         (self.root / "CACHEDIR.TAG").write_text(

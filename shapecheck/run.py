@@ -66,7 +66,8 @@ def failure(path: str, error: Exception) -> FileResult:
     if isinstance(error, RecursionError):
         message = "cannot analyse: input too deeply nested"
         return FileResult(path, [input_error(path, message)], complete=False)
-    return FileResult(path, [internal_error(path, "while checking this file", error)], False)
+    diagnostic = internal_error(path, "while checking this file", error)
+    return FileResult(path, [diagnostic], complete=False)
 
 
 def _check_all(
@@ -79,21 +80,32 @@ def _check_all(
 
     _worker_rules = [rule() for rule in all_rules() if rule.code in codes]
     workers = min(jobs or _cpus(), len(pending))
-    if workers < 2 or len(pending) < POOL_MIN_FILES:
+    # forked workers inherit the imported linter and rules; where processes cannot fork
+    # (Windows), or a worker dies, the files are checked here
+    if workers < 2 or len(pending) < POOL_MIN_FILES or not _can_fork():
         return [_check_one(item) for item in pending]
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
 
-    # forked workers inherit the imported linter and rules; largest files first, so that
-    # no worker is left with a big file at the end
+    # largest files first, so that no worker is left with a big file at the end
     order = sorted(range(len(pending)), key=lambda index: -len(pending[index][1]))
-    context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(workers, mp_context=context) as pool:
-        checked = list(pool.map(_check_one, [pending[index] for index in order]))
+    try:
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(workers, mp_context=context) as pool:
+            checked = list(pool.map(_check_one, [pending[index] for index in order]))
+    except BrokenProcessPool:
+        return [_check_one(item) for item in pending]
     results = [checked[0]] * len(pending)
     for position, index in enumerate(order):
         results[index] = checked[position]
     return results
+
+
+def _can_fork() -> bool:
+    import multiprocessing
+
+    return "fork" in multiprocessing.get_all_start_methods()
 
 
 def _check_one(item: tuple[str, bytes]) -> FileResult:

@@ -195,3 +195,10 @@ def test_cache_flags_keep_the_findings(tmp_path: Path, flag: str) -> None:
     (tmp_path / "model.py").write_bytes((ROOT / "examples" / "attention_mistakes.py").read_bytes())
     plain = json.loads(_shapecheck("model.py", cwd=tmp_path).stdout)
     assert json.loads(_shapecheck(flag, "model.py", cwd=tmp_path).stdout) == plain
+
+
+def test_a_cache_folder_that_exists_keeps_its_files(tmp_path: Path) -> None:
+    (tmp_path / ".gitignore").write_text("build/\n", encoding="utf-8")
+    ResultCache(tmp_path, CODES).put(b"x = 1\n", [])
+    assert (tmp_path / ".gitignore").read_text(encoding="utf-8") == "build/\n"
+    assert not (tmp_path / "CACHEDIR.TAG").exists()
