@@ -390,8 +390,10 @@ def _targets(
 def _print_diff(path: str, before: bytes, after: bytes, encoding: str) -> None:
     import difflib
 
-    old = before.decode(encoding).splitlines(keepends=True)
-    new = after.decode(encoding).splitlines(keepends=True)
+    from shapecheck.source import physical_lines
+
+    old = physical_lines(before.decode(encoding))
+    new = physical_lines(after.decode(encoding))
     for line in difflib.unified_diff(old, new, path, path):
         click.echo(line if line.endswith("\n") else line + "\n", nl=False)
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from shapecheck.diagnostics import Diagnostic, FileResult, TextEdit, applicable
 from shapecheck.linter import lint_parsed
 from shapecheck.rule import Rule
-from shapecheck.source import Source, parse_source
+from shapecheck.source import Source, parse_source, physical_lines
 
 MAX_ROUNDS = 10
 
@@ -81,7 +81,7 @@ def apply_fixes(text: str, diagnostics: Sequence[Diagnostic], unsafe: bool) -> t
 
 def _line_starts(text: str) -> list[int]:
     starts = [0]
-    for line in text.splitlines(keepends=True):
+    for line in physical_lines(text):
         starts.append(starts[-1] + len(line))
     return starts
 

@@ -20,7 +20,7 @@ from shapecheck.diagnostics import (
 )
 from shapecheck.fixes import Fix
 from shapecheck.rule import Rule, Violation
-from shapecheck.source import Source, parse_source
+from shapecheck.source import Source, parse_source, physical_lines
 from shapecheck.suppression import is_suppressed, suppressions
 
 
@@ -66,7 +66,7 @@ def _diagnostics(
     positions = MetadataWrapper(source.module, unsafe_skip_copy=True).resolve(PositionProvider)
     suppressed = suppressions(source.text)
     scopes = _scopes(source.module.body, positions, "")
-    lines = source.text.splitlines()
+    lines = [line.rstrip("\r\n") for line in physical_lines(source.text)]
     diagnostics: set[Diagnostic] = set()
     for rule, violation in found:
         where = positions[violation.node]

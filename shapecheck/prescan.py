@@ -29,6 +29,8 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from shapecheck.source import physical_lines
+
 TRIGGERS = frozenset(
     {
         # reordering and reinterpreting memory (SC101-SC103, SC202, SC502)
@@ -91,14 +93,13 @@ def relevant_source(text: str) -> str | None:
     kept_lines = {line for statement in kept for line in statement.lines}
     dropped = {
         line
-        for statement in statements
-        if statement not in kept
+        for statement in set(statements) - set(kept)
         for line in statement.lines
         if line not in kept_lines  # `a = 1; b = 2` share a line
     }
     if not dropped:
         return text
-    lines = text.splitlines(keepends=True)
+    lines = physical_lines(text)
     for line in dropped:
         original = lines[line - 1]
         lines[line - 1] = original[len(original.rstrip("\r\n")) :]

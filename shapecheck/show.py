@@ -16,7 +16,7 @@ from shapecheck.analysis import analyse
 from shapecheck.analysis.dims import format_shape
 from shapecheck.analysis.facts import Fact, IntFact, TensorFact
 from shapecheck.analysis.interpreter import FunctionFacts
-from shapecheck.source import Source
+from shapecheck.source import Source, physical_lines
 
 _NOTE_COLUMN = 60
 
@@ -41,7 +41,7 @@ def show_shapes(source: Source, selector: str | None) -> str:
         known = ", ".join(names) if names else "none (the file does not use torch?)"
         raise LookupError(f"{source.path}: no function {selector!r}; functions: {known}")
     positions = MetadataWrapper(source.module, unsafe_skip_copy=True).resolve(PositionProvider)
-    lines = source.text.splitlines()
+    lines = [line.rstrip("\r\n") for line in physical_lines(source.text)]
     return "\n\n".join(_listing(source.path, lines, positions, function) for function in functions)
 
 

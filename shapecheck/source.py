@@ -11,7 +11,6 @@ from dataclasses import dataclass
 import libcst as cst
 
 from shapecheck.diagnostics import Diagnostic, input_error
-from shapecheck.prescan import relevant_source
 
 
 @dataclass(frozen=True)
@@ -43,7 +42,12 @@ def parse_source(data: bytes, path: str, *, prescan: bool = False) -> Source | D
     if "\x00" in text:
         line, column = _text_position(text, text.index("\x00"))
         return input_error(path, "source contains a null byte", line, column)
-    relevant = relevant_source(text) if prescan else text
+    if prescan:
+        from shapecheck.prescan import relevant_source  # it reads lines with physical_lines
+
+        relevant = relevant_source(text)
+    else:
+        relevant = text
     if relevant is None:
         return Source(path, text, cst.Module(body=[]), encoding)
     try:
@@ -53,6 +57,12 @@ def parse_source(data: bytes, path: str, *, prescan: bool = False) -> Source | D
     except (RecursionError, MemoryError) as error:
         return input_error(path, f"cannot parse: {type(error).__name__} (input too deeply nested)")
     return Source(path, text, module, encoding)
+
+
+def physical_lines(text: str) -> list[str]:
+    """``text``'s lines as Python counts them, ends kept: ``str.splitlines`` also breaks at form
+    feeds and Unicode separators, which would put every later line off by one."""
+    return io.StringIO(text, newline="").readlines()
 
 
 def _syntax_error(path: str, text: str, error: cst.ParserSyntaxError) -> Diagnostic:

@@ -150,3 +150,14 @@ def test_no_fix_where_a_number_would_not_do(cli: Cli, write: Write) -> None:
     result = cli("--diff", "model.py")
     assert (result.exit_code, result.stdout) == (0, "")
     assert " SC601 " in cli("model.py").output
+
+
+def test_form_feeds_do_not_move_the_fixes(cli: Cli, write: Write) -> None:
+    """Python counts lines at newlines only; a form feed (old GNU style) is not a line end."""
+    source = "\x0c\n" + BAD_VIEW.replace("import torch\n", "import torch\n\x0c\n")
+    model = write("model.py", source)
+    result = cli("--fix", "model.py")
+    assert model.read_text() == source.replace(
+        ".transpose(1, 2).view(", ".transpose(1, 2).contiguous().view("
+    )
+    assert result.output.splitlines()[-1] == "No findings in 1 file (1 fixed)"
