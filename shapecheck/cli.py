@@ -20,7 +20,7 @@ from shapecheck import __version__
 from shapecheck.config import ConfigError, Settings, find_config, load_settings
 from shapecheck.discovery import discover
 from shapecheck.report import FORMATS, count
-from shapecheck.selection import SelectionError, enabled, parse_codes, validate
+from shapecheck.selection import SelectionError, enabled_codes
 
 if TYPE_CHECKING:
     from shapecheck.diagnostics import Diagnostic, FileResult
@@ -183,38 +183,24 @@ def main(
     from shapecheck.rule import rule_codes
     from shapecheck.run import check_files
 
-    codes = rule_codes()
-    cli_select, cli_ignore = parse_codes(select), parse_codes(ignore)
-    config_select, config_ignore = parse_codes(settings.select), parse_codes(settings.ignore)
-    where = str(settings.config_path or "configuration")
-    listings = [("--select", cli_select), ("--ignore", cli_ignore)]
-    listings += [(where, config_select), (where, config_ignore)]
-    listings += [
-        (f"{where}: per-file-ignores {pattern!r}", parse_codes(listed))
-        for pattern, listed in settings.per_file_ignores.items()
-    ]
     try:
-        for label, listed in listings:
-            validate(listed, codes, label)
+        codes = enabled_codes(rule_codes(), settings, select, ignore)
     except SelectionError as error:
         raise click.UsageError(str(error)) from error
-    selected = cli_select or config_select
-    ignored = [*config_ignore, *cli_ignore]
-    enabled_codes = [code for code in codes if enabled(code, selected, ignored)]
 
     targets = _targets(paths or (".",), settings, stdin_filename, force_exclude)
     output = Output(output_format, unsafe_fixes, show_statistics, quiet, exit_zero)
     if fix or diff:
         from shapecheck.rule import all_rules
 
-        rules = [rule() for rule in all_rules() if rule.code in enabled_codes]
+        rules = [rule() for rule in all_rules() if rule.code in codes]
         _fix(targets, settings, rules, diff, output)
     cache = None
     if not no_cache:
         from shapecheck.cache import DEFAULT_DIRECTORY, ResultCache
 
-        cache = ResultCache(cache_dir or settings.root / DEFAULT_DIRECTORY, enabled_codes)
-    results = check_files(targets, enabled_codes, cache)
+        cache = ResultCache(cache_dir or settings.root / DEFAULT_DIRECTORY, codes)
+    results = check_files(targets, codes, cache)
     diagnostics = _kept(results, settings)
     if write_baseline is not None:
         from shapecheck import baseline

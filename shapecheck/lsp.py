@@ -8,6 +8,7 @@ are offered as quick-fix code actions (unsafe ones say so and are never preferre
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
 from lsprotocol import types
@@ -20,8 +21,8 @@ from shapecheck import __version__
 from shapecheck.config import ConfigError, Settings, find_config, load_settings
 from shapecheck.diagnostics import Diagnostic, FixEdits
 from shapecheck.linter import lint_source
-from shapecheck.rule import Rule, all_rules
-from shapecheck.selection import enabled, parse_codes
+from shapecheck.rule import Rule, all_rules, rule_codes
+from shapecheck.selection import SelectionError, enabled_codes
 
 SOURCE = "shapecheck"
 
@@ -94,30 +95,20 @@ def _findings(document: TextDocument) -> list[Diagnostic]:
     path = to_fs_path(document.uri) or document.uri
     if not path.endswith((".py", ".pyi")):
         return []
-    settings = _settings(Path(path))
-    rules = _rules(tuple(settings.select), tuple(settings.ignore))
-    result = lint_source(document.source.encode("utf-8"), path, rules)
+    try:
+        settings = load_settings(find_config(Path(path).parent))
+        codes = enabled_codes(rule_codes(), settings)
+    except (ConfigError, SelectionError):
+        # an editor has no place for a usage error (the command line reports it): defaults
+        settings = Settings()
+        codes = enabled_codes(rule_codes(), settings)
+    result = lint_source(document.source.encode("utf-8"), path, _rules(tuple(codes)))
     return [d for d in result.diagnostics if settings.keeps(d)]
 
 
-def _settings(path: Path) -> Settings:
-    try:
-        return load_settings(find_config(path.parent))
-    except ConfigError:
-        return Settings()  # an editor cannot show a usage error: check with the defaults
-
-
-_rules_by_selection: dict[tuple[tuple[str, ...], tuple[str, ...]], list[Rule]] = {}
-
-
-def _rules(select: tuple[str, ...], ignore: tuple[str, ...]) -> list[Rule]:
-    key = (select, ignore)
-    if key not in _rules_by_selection:
-        selected, ignored = parse_codes(select), parse_codes(ignore)
-        _rules_by_selection[key] = [
-            rule() for rule in all_rules() if enabled(rule.code, selected, ignored)
-        ]
-    return _rules_by_selection[key]
+@cache
+def _rules(codes: tuple[str, ...]) -> list[Rule]:
+    return [rule() for rule in all_rules() if rule.code in codes]
 
 
 def _lsp_diagnostic(document: TextDocument, diagnostic: Diagnostic) -> types.Diagnostic:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from shapecheck.diagnostics import INPUT_ERROR_CODE
+
+if TYPE_CHECKING:
+    from shapecheck.config import Settings
 
 
 class SelectionError(ValueError):
@@ -24,6 +28,30 @@ def validate(codes: Iterable[str], known: Iterable[str], where: str) -> None:
     for code in codes:
         if code != "ALL" and not any(candidate.startswith(code) for candidate in known):
             raise SelectionError(f"{where}: {code!r} matches no rule (see --list-rules)")
+
+
+def enabled_codes(
+    codes: Sequence[str],
+    settings: Settings,
+    select: Iterable[str] = (),
+    ignore: Iterable[str] = (),
+) -> list[str]:
+    """The rules to run: ``select`` (from the command line) replaces the configuration's,
+    ``ignore`` adds to it; every code listed anywhere must name a rule (SelectionError)."""
+    cli_select, cli_ignore = parse_codes(select), parse_codes(ignore)
+    config_select, config_ignore = parse_codes(settings.select), parse_codes(settings.ignore)
+    where = str(settings.config_path or "configuration")
+    listings = [("--select", cli_select), ("--ignore", cli_ignore)]
+    listings += [(where, config_select), (where, config_ignore)]
+    listings += [
+        (f"{where}: per-file-ignores {pattern!r}", parse_codes(listed))
+        for pattern, listed in settings.per_file_ignores.items()
+    ]
+    for label, listed in listings:
+        validate(listed, codes, label)
+    selected = cli_select or config_select
+    ignored = [*config_ignore, *cli_ignore]
+    return [code for code in codes if enabled(code, selected, ignored)]
 
 
 def matches(code: str, selectors: Iterable[str]) -> bool:
