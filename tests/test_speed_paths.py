@@ -202,3 +202,66 @@ def test_a_cache_folder_that_exists_keeps_its_files(tmp_path: Path) -> None:
     ResultCache(tmp_path, CODES).put(b"x = 1\n", [])
     assert (tmp_path / ".gitignore").read_text(encoding="utf-8") == "build/\n"
     assert not (tmp_path / "CACHEDIR.TAG").exists()
+
+
+def test_prescan_keeps_only_the_methods_that_can_matter() -> None:
+    source = textwrap.dedent(
+        '''\
+        import torch
+        from torch import nn
+
+        class Attention(nn.Module):
+            """Doc."""
+
+            scale_default = 1.0
+
+            def __init__(self, dim):
+                super().__init__()
+                self.proj = nn.Linear(dim, dim)
+
+            def forward(self, x):
+                return self.merge(x)
+
+            def merge(self, x):
+                return x.transpose(1, 2).view(2, 3, 4)
+
+            def describe(self):
+                return "attention"
+
+            def reset(self):
+                return self.merge(torch.zeros(2, 3, 4))
+
+        class Config: pass
+        '''
+    )
+    relevant = relevant_source(source)
+    assert relevant is not None
+    kept = [line.strip() for line in relevant.splitlines() if line.strip()]
+    assert "def describe(self):" not in kept and 'return "attention"' not in kept
+    assert "class Config: pass" not in kept  # nothing reads it
+    for line in ("def __init__(self, dim):", "def forward(self, x):", "def merge(self, x):"):
+        assert line in kept  # built the model, runs on call, read by forward
+    assert "def reset(self):" in kept  # calls a kept method: its arguments are facts
+    assert '"""Doc."""' in kept and "scale_default = 1.0" in kept
+    assert len(relevant.splitlines()) == len(source.splitlines())
+
+
+def test_a_kept_class_never_loses_its_whole_body() -> None:
+    """Found on transformers' modular files: a class read by kept code, all of whose
+    methods are irrelevant, must still have a statement."""
+    source = textwrap.dedent(
+        """\
+        import torch
+
+        class Output(dict):
+            def describe(self):
+                return "output"
+
+        def merge(x):
+            return Output(x=x.transpose(1, 2).view(6))
+        """
+    )
+    relevant = relevant_source(source)
+    assert relevant is not None
+    compile(relevant, "relevant.py", "exec")  # still Python
+    assert "    def describe(self):" in relevant.splitlines()
