@@ -67,3 +67,13 @@ def test_a_rule_with_fixes_says_how_safe_they_are(rule: type[Rule]) -> None:
         return
     assert rule.fix_safety() == ("safe" if safety == {True} else "unsafe")
     assert documentation.find("## Fix safety") < documentation.find("## Runtime evidence")
+
+
+def test_readme_example_shows_what_shapecheck_prints() -> None:
+    from tests.conftest import run_python
+
+    readme = README.read_text(encoding="utf-8")
+    command = "$ shapecheck examples/attention_mistakes.py\n"
+    shown = readme.split(command, 1)[1].split("```", 1)[0]
+    process = run_python("-m", "shapecheck", "--no-cache", "examples/attention_mistakes.py")
+    assert process.stdout == shown
