@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
-from shapecheck.analysis import analyse
+from shapecheck.analysis import analyse, definitions, suite_statements
 from shapecheck.diagnostics import (
     Diagnostic,
     FileResult,
@@ -103,34 +103,12 @@ def _scopes(
 ) -> list[Scope]:
     """Every function and class, nested ones included (also inside ``if``/``try``/``with``)."""
     scopes: list[Scope] = []
-    for statement in statements:
-        if isinstance(statement, cst.FunctionDef | cst.ClassDef):
-            name = prefix + statement.name.value
-            where = positions[statement]
-            scopes.append((where.start.line, where.end.line, name))
-            scopes += _scopes(_inner(statement), positions, name + ".")
-        elif isinstance(statement, cst.BaseCompoundStatement):
-            scopes += _scopes(_inner(statement), positions, prefix)
+    for definition in definitions(statements):
+        name = prefix + definition.name.value
+        where = positions[definition]
+        scopes.append((where.start.line, where.end.line, name))
+        scopes += _scopes(suite_statements(definition.body), positions, name + ".")
     return scopes
-
-
-def _inner(statement: cst.BaseCompoundStatement) -> list[cst.BaseStatement]:
-    blocks = [statement.body, getattr(statement, "orelse", None)]
-    blocks += [handler.body for handler in getattr(statement, "handlers", ())]
-    blocks.append(getattr(getattr(statement, "finalbody", None), "body", None))
-    inner: list[cst.BaseStatement] = []
-    for block in blocks:
-        if isinstance(block, cst.If):
-            inner.append(block)  # elif
-        elif isinstance(block, cst.Else | cst.Finally):
-            inner += _inner_block(block.body)
-        elif isinstance(block, cst.BaseSuite):
-            inner += _inner_block(block)
-    return inner
-
-
-def _inner_block(suite: cst.BaseSuite) -> list[cst.BaseStatement]:
-    return list(suite.body) if isinstance(suite, cst.IndentedBlock) else []
 
 
 def _anchor(lines: list[str], where: CodeRange, scopes: list[Scope]) -> str:

@@ -102,8 +102,8 @@ def analyse(module: cst.Module, *, shapes: bool = True) -> ModuleAnalysis:
     if not uses_torch(imports):
         return ModuleAnalysis(module, [], imports)
     context = ModuleContext(imports, shapes=shapes)
-    definitions = list(_definitions(module.body))
-    for definition in definitions:
+    top_definitions = list(definitions(module.body))
+    for definition in top_definitions:
         if isinstance(definition, cst.FunctionDef):
             context.functions.setdefault(definition.name.value, definition)
 
@@ -114,7 +114,7 @@ def analyse(module: cst.Module, *, shapes: bool = True) -> ModuleAnalysis:
     except RecursionError:
         functions = []
     globals_ = dict(top_level.env)
-    jobs = list(_jobs(context, definitions, globals_, None, ""))
+    jobs = list(_jobs(context, top_definitions, globals_, None, ""))
     outputs = [_analyse_function(context, *job) for job in jobs]
     # Second pass: a function called in this module learns its parameters from its callers
     # (a helper handed an already scaled query must not be told it forgot the scale).
@@ -133,20 +133,20 @@ Job = tuple[cst.FunctionDef, dict[str, Fact], ClassModel | None, str]
 
 def _jobs(
     context: ModuleContext,
-    definitions: Sequence[cst.FunctionDef | cst.ClassDef],
+    defined: Sequence[cst.FunctionDef | cst.ClassDef],
     globals_: dict[str, Fact],
     model: ClassModel | None,
     prefix: str,
 ) -> Iterator[Job]:
     """Each function and method to interpret; class models are built on the way."""
-    for definition in definitions:
+    for definition in defined:
         name = prefix + definition.name.value
         if isinstance(definition, cst.FunctionDef):
             yield definition, globals_, model, name
             continue
         class_model = _class_model(context, definition, globals_)
         context.classes[class_model.name] = class_model
-        inner = list(_definitions(_statements(definition.body)))
+        inner = list(definitions(suite_statements(definition.body)))
         yield from _jobs(context, inner, globals_, class_model, name + ".")
 
 
@@ -170,7 +170,7 @@ def _parameter_facts(context: ModuleContext) -> dict[cst.FunctionDef, dict[str, 
     return facts
 
 
-def _definitions(
+def definitions(
     statements: Sequence[cst.BaseStatement],
 ) -> Iterator[cst.FunctionDef | cst.ClassDef]:
     """Functions and classes defined at this level, also inside ``if``/``try``/``with``."""
@@ -179,7 +179,7 @@ def _definitions(
             yield statement
         elif isinstance(statement, cst.If | cst.Try | cst.TryStar | cst.With | cst.For | cst.While):
             for block in _blocks(statement):
-                yield from _definitions(block)
+                yield from definitions(block)
 
 
 def _blocks(statement: cst.BaseCompoundStatement) -> Iterator[Sequence[cst.BaseStatement]]:
@@ -220,7 +220,7 @@ def _analyse_function(
     return results
 
 
-def _statements(body: cst.BaseSuite) -> Sequence[cst.BaseStatement]:
+def suite_statements(body: cst.BaseSuite) -> Sequence[cst.BaseStatement]:
     return body.body if isinstance(body, cst.IndentedBlock) else ()
 
 
@@ -234,7 +234,7 @@ def _class_model(
             inherited = context.classes[base.value.value]
             model.attributes.update(inherited.attributes)
             model.methods.update(inherited.methods)
-    for definition in _definitions(_statements(node.body)):
+    for definition in definitions(suite_statements(node.body)):
         if isinstance(definition, cst.FunctionDef):
             model.methods[definition.name.value] = definition
     init = model.methods.get("__init__")
