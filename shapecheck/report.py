@@ -4,7 +4,6 @@ request); and ``--statistics``, a count per rule."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import Counter
 from collections.abc import Sequence
@@ -112,7 +111,6 @@ def count(number: int, noun: str) -> str:
 
 def _github(diagnostic: Diagnostic) -> str:
     """``::error file=…,line=…,col=…,title=SC101::message``: GitHub Actions annotates the line."""
-    level = "error" if diagnostic.severity == "error" else "warning"
     where = {
         "file": diagnostic.path,
         "line": diagnostic.line,
@@ -122,7 +120,7 @@ def _github(diagnostic: Diagnostic) -> str:
         "title": f"{diagnostic.code} {diagnostic.name}",
     }
     properties = ",".join(f"{key}={_escape(str(value), True)}" for key, value in where.items())
-    return f"::{level} {properties}::{_escape(diagnostic.message, False)}"
+    return f"::{diagnostic.severity} {properties}::{_escape(diagnostic.message, False)}"
 
 
 def _escape(text: str, property_value: bool) -> str:
@@ -148,7 +146,6 @@ def _sarif(diagnostics: Sequence[Diagnostic]) -> dict[str, Any]:
             "id": rule.code,
             "name": rule.name,
             "shortDescription": {"text": rule.summary},
-            "fullDescription": {"text": rule.summary},
             "help": {"text": rule.documentation(), "markdown": rule.documentation()},
             "defaultConfiguration": {"level": rule.severity},
             "properties": {"fix": rule.fix_safety() or "none"},
@@ -170,6 +167,8 @@ def _sarif(diagnostics: Sequence[Diagnostic]) -> dict[str, Any]:
 
 
 def _sarif_result(diagnostic: Diagnostic, rule_index: int) -> dict[str, Any]:
+    import hashlib
+
     location = {"uri": diagnostic.path.replace("\\", "/")}
     result: dict[str, Any] = {
         "ruleId": diagnostic.code,
