@@ -36,8 +36,11 @@ def write_baseline(path: Path, diagnostics: Sequence[Diagnostic]) -> int:
     ]
     text = json.dumps({"version": VERSION, "findings": findings}, indent=2) + "\n"
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
     return sum(counts.values())
 
 

@@ -23,6 +23,9 @@ from shapecheck.report import FORMATS, count
 from shapecheck.selection import SelectionError, enabled_codes
 
 if TYPE_CHECKING:
+    from collections import Counter
+
+    from shapecheck.baseline import Key as BaselineKey
     from shapecheck.diagnostics import Diagnostic, FileResult
     from shapecheck.rule import Rule
 
@@ -195,6 +198,7 @@ def main(
 
         rules = [rule() for rule in all_rules() if rule.code in codes]
         _fix(targets, settings, rules, diff, output)
+    recorded_before = _read_baseline(baseline_path) if baseline_path is not None else None
     cache = None
     if not no_cache:
         from shapecheck.cache import DEFAULT_DIRECTORY, ResultCache
@@ -203,21 +207,34 @@ def main(
     results = check_files(targets, codes, cache)
     diagnostics = _kept(results, settings)
     if write_baseline is not None:
-        from shapecheck import baseline
-
-        recorded = baseline.write_baseline(write_baseline, diagnostics)
-        click.echo(f"{count(recorded, 'finding')} recorded in {write_baseline}", err=True)
-        sys.exit(EXIT_CLEAN)
+        _write_baseline(write_baseline, diagnostics)
     known = 0
-    if baseline_path is not None:
-        from shapecheck import baseline
+    if baseline_path is not None and recorded_before is not None:
+        from shapecheck.baseline import new_findings
 
-        try:
-            recorded_before = baseline.read_baseline(baseline_path)
-        except baseline.BaselineError as error:
-            raise InputError(str(error)) from error
-        diagnostics, known = baseline.new_findings(baseline_path, recorded_before, diagnostics)
+        diagnostics, known = new_findings(baseline_path, recorded_before, diagnostics)
     output.finish(results, diagnostics, known=known)
+
+
+def _read_baseline(path: Path) -> Counter[BaselineKey]:
+    """Read before checking anything: a wrong path fails at once, not after the run."""
+    from shapecheck.baseline import BaselineError, read_baseline
+
+    try:
+        return read_baseline(path)
+    except BaselineError as error:
+        raise InputError(str(error)) from error
+
+
+def _write_baseline(path: Path, diagnostics: list[Diagnostic]) -> NoReturn:
+    from shapecheck.baseline import write_baseline
+
+    try:
+        recorded = write_baseline(path, diagnostics)
+    except OSError as error:
+        raise InputError(f"{path}: cannot write: {error.strerror}") from error
+    click.echo(f"{count(recorded, 'finding')} recorded in {path}", err=True)
+    sys.exit(EXIT_CLEAN)
 
 
 @dataclass(frozen=True)

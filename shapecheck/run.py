@@ -96,10 +96,8 @@ def _check_all(
             checked = list(pool.map(_check_one, [pending[index] for index in order]))
     except BrokenProcessPool:
         return [_check_one(item) for item in pending]
-    results = [checked[0]] * len(pending)
-    for position, index in enumerate(order):
-        results[index] = checked[position]
-    return results
+    by_index = dict(zip(order, checked, strict=True))
+    return [by_index[index] for index in range(len(pending))]
 
 
 def _can_fork() -> bool:

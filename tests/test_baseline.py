@@ -80,3 +80,11 @@ def test_a_bad_baseline_is_a_clear_error(cli: Cli, write: Write) -> None:
     assert "baseline.json: not a shapecheck baseline" in result.output
     missing = cli("--baseline", "missing.json", "model.py")
     assert missing.exit_code == 2 and "missing.json: cannot read" in missing.output
+
+
+def test_a_baseline_that_cannot_be_written_is_a_clear_error(cli: Cli, write: Write) -> None:
+    write("model.py", BOTH)
+    result = cli("--write-baseline", "missing-folder/baseline.json", "model.py")
+    assert result.exit_code == 2
+    assert "missing-folder/baseline.json: cannot write" in result.output
+    assert not list(Path(".").glob("**/*.tmp"))
