@@ -167,6 +167,7 @@ def test_mutated_fixtures_never_crash(source: bytes) -> None:
     assert result.complete, [d.message for d in result.diagnostics if d.code == "SC000"]
 
 
+@pytest.mark.filterwarnings("ignore::SyntaxWarning")  # hypothesmith compiles what it makes
 @FUZZ
 @given(st.data())
 def test_generated_python_never_crashes(data: st.DataObject) -> None:
