@@ -157,7 +157,14 @@ def mutated_fixture(draw: st.DrawFn) -> bytes:
     return bytes(source)
 
 
-FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# Derandomized, so CI never flakes on a new draw; hypothesmith discards much of what it
+# generates, which its health check would otherwise report at random.
+FUZZ = settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 
 
 @FUZZ
