@@ -3,11 +3,11 @@
     python benchmarks/throughput.py PATH [--repeat 3]
 
 Times, in one run and in the same process, what each stage costs over every ``*.py`` file
-under PATH: ``ast.parse`` alone, ``libcst.parse_module`` alone, the analysis of the parsed
-modules without and with symbolic shapes, the ast pre-scan alone, and the whole check (parse +
-analysis + rules + positions) in one process, without and with the pre-scan. Prints medians,
-lines per second, and ratios to the libcst parse (the floor every libcst-based linter stands
-on). Ratios are what to compare across machines; absolute times are noisy here.
+under PATH: ``ast.parse`` alone, ``libcst.parse_module`` alone (what the analysis stood on
+before it moved to ``ast``; fixes still use it), the analysis of the parsed modules without and
+with symbolic shapes, and the whole check (parse + analysis + rules + positions + fixes) in one
+process. Prints medians, lines per second, and ratios to ``ast.parse`` and to the libcst parse.
+Ratios are what to compare across machines; absolute times are noisy here.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ import libcst as cst
 
 from shapecheck.analysis import analyse
 from shapecheck.linter import lint_source
-from shapecheck.prescan import relevant_source
 from shapecheck.rule import all_rules
 
 
@@ -51,52 +50,45 @@ def main() -> None:
             with contextlib.suppress(cst.ParserSyntaxError):
                 cst.parse_module(source)
 
-    modules = [module for module in map(_parsed, sources) if module is not None]
+    parsed = [(module, text) for module, text in map(_parsed, sources) if module is not None]
 
     def analyse_without_shapes() -> None:
-        for module in modules:
-            analyse(module, shapes=False)
+        for module, text in parsed:
+            analyse(module, text, shapes=False)
 
     def analyse_with_shapes() -> None:
-        for module in modules:
-            analyse(module)
+        for module, text in parsed:
+            analyse(module, text)
 
     def check() -> None:
         for source in sources:
             lint_source(source, "benchmark.py", rules)
-
-    def check_without_prescan() -> None:
-        for source in sources:
-            lint_source(source, "benchmark.py", rules, prescan=False)
-
-    def prescan() -> None:
-        for source in sources:
-            relevant_source(source.decode("utf-8", errors="replace"))
 
     stages: list[tuple[str, Callable[[], None]]] = [
         ("ast.parse", parse_ast),
         ("libcst.parse_module", parse_libcst),
         ("analysis, no shapes", analyse_without_shapes),
         ("analysis", analyse_with_shapes),
-        ("pre-scan alone", prescan),
-        ("shapecheck, no pre-scan", check_without_prescan),
         ("shapecheck", check),
     ]
     medians = {name: _median(stage, options.repeat) for name, stage in stages}
-    baseline = medians["libcst.parse_module"]
+    ast_parse, libcst_parse = medians["ast.parse"], medians["libcst.parse_module"]
     print(f"{len(sources)} files, {lines} lines, median of {options.repeat} runs")
     for name, seconds in medians.items():
         print(
             f"{name:22s} {seconds:8.2f} s {lines / seconds:10.0f} lines/s "
-            f"{seconds / baseline:6.2f}x libcst parse"
+            f"{seconds / ast_parse:6.2f}x ast parse {seconds / libcst_parse:6.2f}x libcst parse"
         )
 
 
-def _parsed(source: bytes) -> cst.Module | None:
+def _parsed(source: bytes) -> tuple[ast.Module | None, str]:
+    text = source.decode("utf-8", errors="replace")
     try:
-        return cst.parse_module(source)
-    except cst.ParserSyntaxError:
-        return None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ast.parse(text), text
+    except SyntaxError:
+        return None, text
 
 
 def _median(stage: Callable[[], None], repeat: int) -> float:

@@ -1,13 +1,17 @@
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
-
-import libcst as cst
+from functools import partial
+from typing import TYPE_CHECKING
 
 from shapecheck.analysis import ModuleAnalysis
 from shapecheck.analysis.observations import IncompatibleView
-from shapecheck.fixes import Fix, code
+from shapecheck.fixes import Fix
 from shapecheck.rule import Rule, Violation
+
+if TYPE_CHECKING:
+    from shapecheck.concrete import ConcreteTree
 
 
 class ViewWithoutContiguous(Rule):
@@ -64,25 +68,35 @@ class ViewWithoutContiguous(Rule):
                 f"`.view()` merges axes {axes}, which {reordered} left non-adjacent in memory: "
                 "PyTorch raises 'view size is not compatible'; "
                 "use `.contiguous().view(...)` or `.reshape(...)`",
-                fix=_contiguous_first(view.call),
+                fix=partial(_contiguous_first, view.call),
             )
 
 
-def _contiguous_first(call: cst.Call) -> Fix | None:
+def _contiguous_first(call: ast.Call, tree: ConcreteTree) -> Fix | None:
     """``x.view(...)`` -> ``x.contiguous().view(...)``: the same values, now in memory order."""
-    method = call.func
+    import libcst as cst  # libcst loads only when a fix is written
+
+    from shapecheck.concrete import code
+
+    method = tree.node(call.func)
     if not isinstance(method, cst.Attribute) or method.attr.value != "view":
         return None
     content = f"{code(method.value)}.contiguous(){code(method.dot)}view"
     return Fix("insert `.contiguous()` before `.view()`", ((method, content),), safe=True)
 
 
-def _describe(analysis: ModuleAnalysis, node: cst.CSTNode) -> str:
+def _describe(analysis: ModuleAnalysis, node: ast.AST) -> str:
     """The reordering call as written, without its receiver: `transpose(1, 2)`."""
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-        arguments = ", ".join(analysis.source(argument).strip(", ") for argument in node.args)
-        return f".{node.func.attr.value}({arguments})"
-    if isinstance(node, cst.Attribute):
-        return f".{node.attr.value}"
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        arguments = ", ".join(analysis.source(argument) for argument in _arguments(node))
+        return f".{node.func.attr}({arguments})"
+    if isinstance(node, ast.Attribute):
+        return f".{node.attr}"
     text = " ".join(analysis.source(node).split())
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _arguments(call: ast.Call) -> list[ast.expr | ast.keyword]:
+    """Positional and keyword arguments in the order written."""
+    arguments: list[ast.expr | ast.keyword] = [*call.args, *call.keywords]
+    return sorted(arguments, key=lambda node: (node.lineno, node.col_offset))

@@ -1,16 +1,20 @@
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
-
-import libcst as cst
+from functools import partial
+from typing import TYPE_CHECKING
 
 from shapecheck.analysis import ModuleAnalysis
 from shapecheck.analysis.dims import format_shape
 from shapecheck.analysis.facts import TensorFact
 from shapecheck.analysis.layout import faithful_order, plan_view
 from shapecheck.analysis.observations import AttentionScores, ReinterpretingView
-from shapecheck.fixes import Fix, code, inverse, reorder
+from shapecheck.fixes import Fix, FixRecipe, inverse, reorder
 from shapecheck.rule import Rule, Violation
+
+if TYPE_CHECKING:
+    from shapecheck.concrete import ConcreteTree
 
 
 class HeadSplitWithoutTranspose(Rule):
@@ -72,9 +76,9 @@ class HeadSplitWithoutTranspose(Rule):
             )
 
 
-def _keys_viewed_as_transposed(analysis: ModuleAnalysis) -> set[cst.CSTNode]:
+def _keys_viewed_as_transposed(analysis: ModuleAnalysis) -> set[ast.AST]:
     """Attention keys made by a view that swaps the last two sizes: SC201 reports those."""
-    found: set[cst.CSTNode] = set()
+    found: set[ast.AST] = set()
     for scores in analysis.observations(AttentionScores):
         keys = scores.product.right
         if keys.axis_op is not None and keys.axis_op.name == "view":
@@ -82,37 +86,49 @@ def _keys_viewed_as_transposed(analysis: ModuleAnalysis) -> set[cst.CSTNode]:
     return found
 
 
-def _split_then_reorder(analysis: ModuleAnalysis, view: ReinterpretingView) -> Fix | None:
+def _split_then_reorder(analysis: ModuleAnalysis, view: ReinterpretingView) -> FixRecipe | None:
     """``x.view(B, H, L, D)`` -> ``x.view(B, L, H, D).transpose(1, 2)``, when shapes say so.
 
     The sizes are split in the order the data lies in, then moved where the code wanted
     them; only when exactly one such order is closest to what was written.
     """
     method = view.call.func
-    arguments = [argument.value for argument in view.call.args]
-    receiver = analysis.fact(method.value) if isinstance(method, cst.Attribute) else None
+    receiver = analysis.fact(method.value) if isinstance(method, ast.Attribute) else None
     if (
-        not isinstance(method, cst.Attribute)
+        not isinstance(method, ast.Attribute)
         or not isinstance(receiver, TensorFact)
         or receiver.shape != view.old_shape
-        or len(arguments) != len(view.new_shape)
-        or any(argument.keyword or argument.star for argument in view.call.args)
+        or len(view.call.args) != len(view.new_shape)
+        or view.call.keywords
+        or any(isinstance(argument, ast.Starred) for argument in view.call.args)
     ):
         return None
     order = faithful_order(view.old_shape, view.new_shape, reorder_old=False)
     if order is None:
         return None
     split = tuple(view.new_shape[axis] for axis in order)
-    if method.attr.value == "view" and (
+    if method.attr == "view" and (
         receiver.layout is None
         or receiver.layout.order is None
         or plan_view(view.old_shape, receiver.layout, split).merged
     ):
         return None  # the split itself would need a copy
-    sizes = ", ".join(code(arguments[axis]) for axis in order)
+    return partial(_write_split, view.call, order)
+
+
+def _write_split(call: ast.Call, order: tuple[int, ...], tree: ConcreteTree) -> Fix | None:
+    import libcst as cst  # libcst loads only when a fix is written
+
+    from shapecheck.concrete import code
+
+    written = tree.node(call)
+    if not isinstance(written, cst.Call) or not isinstance(written.func, cst.Attribute):
+        return None
+    method = written.func
+    sizes = ", ".join(code(written.args[axis].value) for axis in order)
     content = f"{code(method.value)}.{method.attr.value}({sizes}){reorder(inverse(order))}"
     return Fix(
         "split the features in memory order, then move the heads forward",
-        ((view.call, content),),
+        ((written, content),),
         safe=False,
     )

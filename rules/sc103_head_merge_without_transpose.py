@@ -1,16 +1,20 @@
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
-
-import libcst as cst
+from functools import partial
+from typing import TYPE_CHECKING
 
 from shapecheck.analysis import ModuleAnalysis
 from shapecheck.analysis.dims import format_shape
 from shapecheck.analysis.facts import TensorFact
 from shapecheck.analysis.layout import faithful_order
 from shapecheck.analysis.observations import ReinterpretingView
-from shapecheck.fixes import Fix, atom, reorder
+from shapecheck.fixes import Fix, FixRecipe, reorder
 from shapecheck.rule import Rule, Violation
+
+if TYPE_CHECKING:
+    from shapecheck.concrete import ConcreteTree
 
 
 class HeadMergeWithoutTranspose(Rule):
@@ -69,29 +73,41 @@ class HeadMergeWithoutTranspose(Rule):
             )
 
 
-def _reorder_then_merge(analysis: ModuleAnalysis, view: ReinterpretingView) -> Fix | None:
+def _reorder_then_merge(analysis: ModuleAnalysis, view: ReinterpretingView) -> FixRecipe | None:
     """``out.view(B, L, E)`` of ``[B, H, L, D]`` -> ``out.transpose(1, 2).contiguous().view(...)``.
 
     The axes are first put in the order the merge needs (the one order closest to as
     written); a ``.contiguous()`` already in front of the view gets the reorder before it.
     """
     method = view.call.func
-    if not isinstance(method, cst.Attribute) or method.attr.value not in ("view", "reshape"):
+    if not isinstance(method, ast.Attribute) or method.attr not in ("view", "reshape"):
         return None
     receiver = analysis.fact(method.value)
     order = faithful_order(view.old_shape, view.new_shape, reorder_old=True)
     if not isinstance(receiver, TensorFact) or receiver.shape != view.old_shape or not order:
         return None  # ``torch.reshape(x, ...)``, or no single right order
-    tensor, copy = method.value, ".contiguous()" if method.attr.value == "view" else ""
+    tensor, copy = method.value, ".contiguous()" if method.attr == "view" else ""
     if (
-        isinstance(tensor, cst.Call)
-        and isinstance(tensor.func, cst.Attribute)
-        and tensor.func.attr.value == "contiguous"
+        isinstance(tensor, ast.Call)
+        and isinstance(tensor.func, ast.Attribute)
+        and tensor.func.attr == "contiguous"
         and not tensor.args
+        and not tensor.keywords
     ):
         tensor, copy = tensor.func.value, ".contiguous()"
+    return partial(_write_merge, method.value, tensor, f"{reorder(order)}{copy}")
+
+
+def _write_merge(
+    replaced: ast.expr, tensor: ast.expr, reordered: str, tree: ConcreteTree
+) -> Fix | None:
+    from shapecheck.concrete import atom  # libcst loads only when a fix is written
+
+    target, written = tree.node(replaced), tree.node(tensor)
+    if target is None or written is None:
+        return None
     return Fix(
         "move the heads next to the features before merging them",
-        ((method.value, f"{atom(tensor)}{reorder(order)}{copy}"),),
+        ((target, f"{atom(written)}{reordered}"),),
         safe=False,
     )

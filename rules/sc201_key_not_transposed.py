@@ -1,14 +1,18 @@
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
-
-import libcst as cst
+from functools import partial
+from typing import TYPE_CHECKING
 
 from shapecheck.analysis import ModuleAnalysis
 from shapecheck.analysis.facts import Product, TensorFact
 from shapecheck.analysis.observations import AttentionScores
-from shapecheck.fixes import Fix, atom
+from shapecheck.fixes import Fix, FixRecipe
 from shapecheck.rule import Rule, Violation
+
+if TYPE_CHECKING:
+    from shapecheck.concrete import ConcreteTree
 
 
 class KeyNotTransposed(Rule):
@@ -71,7 +75,7 @@ class KeyNotTransposed(Rule):
                 yield Violation(product.right_node, problem, fix=_fix(analysis, product))
 
 
-def _fix(analysis: ModuleAnalysis, product: Product) -> Fix | None:
+def _fix(analysis: ModuleAnalysis, product: Product) -> FixRecipe | None:
     """Keys with their last two axes swapped, written where the product reads them, when the
     shapes prove it right: ``k.transpose(1, 2)``, ``k.T`` and ``k.view(B, H, D, L)`` of keys
     ``[..., L, D]`` become ``k.transpose(-2, -1)``; keys ``[..., L, D]`` read as they are get
@@ -81,7 +85,7 @@ def _fix(analysis: ModuleAnalysis, product: Product) -> Fix | None:
     feature = product.left.shape[product.left_contracted]
     written = product.right_node
     op = product.right.axis_op
-    candidate: tuple[cst.BaseExpression, TensorFact] | None = None
+    candidate: tuple[ast.expr, TensorFact] | None = None
     if op is not None and op.node is written and op.name in ("T", "transpose", "view"):
         receiver = _reordered(analysis, written)
         fact = analysis.fact(receiver) if receiver is not None else None
@@ -99,17 +103,27 @@ def _fix(analysis: ModuleAnalysis, product: Product) -> Fix | None:
         return None
     if len(fact.shape) != len(queries) or fact.shape[:-2] != queries[:-2]:
         return None  # the batch axes must already line up
-    content = f"{atom(keys)}.transpose(-2, -1)"
-    return Fix("transpose the keys' last two axes", ((written, content),), safe=False)
+    return partial(_write_transposed, written, keys)
 
 
-def _reordered(analysis: ModuleAnalysis, node: cst.BaseExpression) -> cst.BaseExpression | None:
+def _write_transposed(written: ast.expr, keys: ast.expr, tree: ConcreteTree) -> Fix | None:
+    from shapecheck.concrete import atom  # libcst loads only when a fix is written
+
+    target, tensor = tree.node(written), tree.node(keys)
+    if target is None or tensor is None:
+        return None
+    content = f"{atom(tensor)}.transpose(-2, -1)"
+    return Fix("transpose the keys' last two axes", ((target, content),), safe=False)
+
+
+def _reordered(analysis: ModuleAnalysis, node: ast.expr) -> ast.expr | None:
     """The tensor a ``.T``, ``.transpose(…)``/``torch.transpose(x, …)`` or ``.view(…)`` reads."""
-    if isinstance(node, cst.Attribute):
+    if isinstance(node, ast.Attribute):
         return node.value
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
         if analysis.resolves_to(node.func, "torch.transpose"):
-            return node.args[0].value if node.args else None
+            first = node.args[0] if node.args else None
+            return None if first is None or isinstance(first, ast.Starred) else first
         return node.func.value
     return None
 

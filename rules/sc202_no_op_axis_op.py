@@ -1,13 +1,17 @@
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
-
-import libcst as cst
+from functools import partial
+from typing import TYPE_CHECKING
 
 from shapecheck.analysis import ModuleAnalysis
 from shapecheck.analysis.observations import NoOpAxisOp
-from shapecheck.fixes import Fix, atom
+from shapecheck.fixes import Fix
 from shapecheck.rule import Rule, Violation
+
+if TYPE_CHECKING:
+    from shapecheck.concrete import ConcreteTree
 
 
 class NoOpAxisOperation(Rule):
@@ -50,15 +54,22 @@ class NoOpAxisOperation(Rule):
 
     def check(self, analysis: ModuleAnalysis) -> Iterator[Violation]:
         for op in analysis.observations(NoOpAxisOp):
-            name = op.call.func.attr.value if isinstance(op.call.func, cst.Attribute) else "op"
+            name = op.call.func.attr if isinstance(op.call.func, ast.Attribute) else "op"
             axes = ", ".join(str(axis) for axis in op.axes)
             what = "keeps every axis in place" if name == "permute" else "swaps an axis with itself"
-            fix = None
-            if op.receiver is not None:
-                replacement = ((op.call, atom(op.receiver)),)
-                fix = Fix(f"remove the `{name}`", replacement, safe=True, keeps_results=True)
             yield Violation(
                 op.anchor,
                 f"`{name}({axes})` {what}: it does nothing; remove it, or name the axes meant",
-                fix=fix,
+                fix=partial(_removed, name, op.call, op.receiver) if op.receiver else None,
             )
+
+
+def _removed(name: str, call: ast.Call, receiver: ast.expr, tree: ConcreteTree) -> Fix | None:
+    """``x.permute(0, 1, 2)`` -> ``x``."""
+    from shapecheck.concrete import atom  # libcst loads only when a fix is written
+
+    written, tensor = tree.node(call), tree.node(receiver)
+    if written is None or tensor is None:
+        return None
+    replacement = ((written, atom(tensor)),)
+    return Fix(f"remove the `{name}`", replacement, safe=True, keeps_results=True)

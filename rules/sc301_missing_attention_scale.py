@@ -1,15 +1,20 @@
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Iterator
-
-import libcst as cst
+from functools import partial
+from typing import TYPE_CHECKING
 
 from shapecheck.analysis import ModuleAnalysis
 from shapecheck.analysis.facts import Product
+from shapecheck.analysis.imports import dotted_name
 from shapecheck.analysis.observations import AttentionScores, WeightsScaled
-from shapecheck.fixes import Fix, bare, code, is_plain_reference, operand
+from shapecheck.fixes import Fix, FixRecipe
 from shapecheck.rule import Rule, Violation
+
+if TYPE_CHECKING:
+    from shapecheck.concrete import ConcreteTree
 
 
 class MissingAttentionScale(Rule):
@@ -61,7 +66,7 @@ class MissingAttentionScale(Rule):
     summary = "softmax over q·kᵀ scores with no 1/sqrt(d_k) scaling"
 
     def check(self, analysis: ModuleAnalysis) -> Iterator[Violation]:
-        reported: set[cst.CSTNode] = set()
+        reported: set[ast.AST] = set()
         scaled_after = {weights.softmax for weights in analysis.observations(WeightsScaled)}
         for scores in analysis.observations(AttentionScores):
             product = scores.product
@@ -82,7 +87,7 @@ class MissingAttentionScale(Rule):
 _SELF_ATTRIBUTE = re.compile(r"self(\.[A-Za-z_]\w*)+")
 
 
-def _scaled(analysis: ModuleAnalysis, product: Product) -> Fix | None:
+def _scaled(analysis: ModuleAnalysis, product: Product) -> FixRecipe | None:
     """Divide by ``math.sqrt(d_k)`` after the product (``q @ kᵀ / s``, and
     ``torch.matmul(q, kᵀ) / s`` where the call stands alone), else on the queries inside it.
     ``d_k`` is the size the analysis knows (``self.head_dim``) or read from the queries
@@ -91,21 +96,32 @@ def _scaled(analysis: ModuleAnalysis, product: Product) -> Fix | None:
     size = queries.shape[product.left_contracted] if queries.shape is not None else None
     if size is not None and _SELF_ATTRIBUTE.fullmatch(str(size)):
         d_k = str(size)
-    elif is_plain_reference(written):
-        d_k = f"{code(written)}.size({product.left_contracted})"
+    elif dotted_name(written) is not None:  # a name or attribute: safe to repeat
+        d_k = f"{analysis.source(written)}.size({product.left_contracted})"
     else:
         return None
     divisor = f"math.sqrt({d_k})"
-    replacement: tuple[cst.CSTNode, str]
-    if isinstance(product.node, cst.BinaryOperation) or _stands_alone(analysis, product.node):
-        replacement = (product.node, f"{bare(product.node)} / {divisor}")
-    else:
-        replacement = (written, f"{operand(written)} / {divisor}")
+    if isinstance(product.node, ast.BinOp) or _stands_alone(analysis, product.node):
+        return partial(_divided, product.node, True, divisor)
+    return partial(_divided, written, False, divisor)
+
+
+def _divided(scaled: ast.AST, whole: bool, divisor: str, tree: ConcreteTree) -> Fix | None:
+    """``scaled / divisor``: ``scaled`` replaced whole (parentheses around it stay), or
+    parenthesised as an operand where it would not stay whole."""
+    from shapecheck.concrete import bare, operand  # libcst loads only when a fix is written
+
+    node = tree.node(scaled)
+    if node is None:
+        return None
+    replacement = (node, f"{bare(node) if whole else operand(node)} / {divisor}")
     return Fix("divide the scores by sqrt(d_k)", (replacement,), safe=False, imports=("math",))
 
 
-def _stands_alone(analysis: ModuleAnalysis, node: cst.CSTNode) -> bool:
+def _stands_alone(analysis: ModuleAnalysis, node: ast.AST) -> bool:
     """Is ``node`` a whole assigned value, returned value or argument (where ``node / s``
     needs no parentheses)? A ``@`` product never needs them: ``/`` groups the same way."""
     parent = analysis.parent(node)
-    return isinstance(parent, cst.Assign | cst.AnnAssign | cst.Return | cst.Arg)
+    if isinstance(parent, ast.Call):
+        return node in parent.args
+    return isinstance(parent, ast.Assign | ast.AnnAssign | ast.Return | ast.keyword)

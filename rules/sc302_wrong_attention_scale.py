@@ -1,8 +1,7 @@
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
-
-import libcst as cst
 
 from shapecheck.analysis import ModuleAnalysis
 from shapecheck.analysis.dims import Dim
@@ -64,7 +63,7 @@ class WrongAttentionScale(Rule):
                 yield Violation(problem[0], problem[1])
 
 
-def _problem(scores: AttentionScores) -> tuple[cst.CSTNode, str] | None:
+def _problem(scores: AttentionScores) -> tuple[ast.AST, str] | None:
     product = scores.product
     evidence = scores.scores.scaling
     if not evidence or product.left.is_parameter or product.right.is_parameter:

@@ -1,13 +1,17 @@
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
-
-import libcst as cst
+from functools import partial
+from typing import TYPE_CHECKING
 
 from shapecheck.analysis import ModuleAnalysis
 from shapecheck.analysis.observations import SoftmaxAxis
-from shapecheck.fixes import Fix, bare
+from shapecheck.fixes import Fix, FixRecipe
 from shapecheck.rule import Rule, Violation
+
+if TYPE_CHECKING:
+    from shapecheck.concrete import ConcreteTree
 
 
 class SoftmaxDim(Rule):
@@ -67,16 +71,32 @@ class SoftmaxDim(Rule):
             )
 
 
-def _over_keys(softmax: SoftmaxAxis) -> Fix | None:
+def _over_keys(softmax: SoftmaxAxis) -> FixRecipe | None:
     """Write ``dim=<keys>`` (counted from the end) where the call takes it."""
     keys = str(softmax.keys - softmax.rank)
-    description = f"softmax over the keys (dim={keys})"
     if softmax.dim is not None:
-        return Fix(description, ((softmax.dim, keys),), safe=False)
-    call = softmax.softmax
-    if softmax.through_module or not isinstance(call, cst.Call):
+        return partial(_write_dim, softmax.dim, keys)
+    if softmax.through_module or not isinstance(softmax.softmax, ast.Call):
+        return None
+    return partial(_add_dim, softmax.softmax, keys)
+
+
+def _write_dim(dim: ast.expr, keys: str, tree: ConcreteTree) -> Fix | None:
+    written = tree.node(dim)
+    if written is None:
+        return None
+    return Fix(f"softmax over the keys (dim={keys})", ((written, keys),), safe=False)
+
+
+def _add_dim(softmax: ast.Call, keys: str, tree: ConcreteTree) -> Fix | None:
+    import libcst as cst  # libcst loads only when a fix is written
+
+    from shapecheck.concrete import bare
+
+    call = tree.node(softmax)
+    if not isinstance(call, cst.Call):
         return None
     tight = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
     dim = cst.Arg(cst.parse_expression(keys), keyword=cst.Name("dim"), equal=tight)
     content = bare(call.with_changes(args=[*call.args, dim]))
-    return Fix(description, ((call, content),), safe=False)
+    return Fix(f"softmax over the keys (dim={keys})", ((call, content),), safe=False)

@@ -1,13 +1,18 @@
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
-
-import libcst as cst
+from functools import partial
+from typing import TYPE_CHECKING
 
 from shapecheck.analysis import ModuleAnalysis
+from shapecheck.analysis.imports import dotted_name
 from shapecheck.analysis.observations import FillValue
-from shapecheck.fixes import Fix, code, is_plain_reference
+from shapecheck.fixes import Fix, FixRecipe
 from shapecheck.rule import Rule, Violation
+
+if TYPE_CHECKING:
+    from shapecheck.concrete import ConcreteTree
 
 
 class MaskFillOverflow(Rule):
@@ -70,18 +75,25 @@ class MaskFillOverflow(Rule):
             )
 
 
-def _dtype_minimum(analysis: ModuleAnalysis, fill: FillValue) -> Fix | None:
+def _dtype_minimum(analysis: ModuleAnalysis, fill: FillValue) -> FixRecipe | None:
     """``scores.masked_fill(mask, -1e9)`` -> ``…, torch.finfo(scores.dtype).min)``: the most
     negative number the scores' own dtype holds, in every precision."""
     call = fill.masked_fill
-    if call is None or fill.value >= 0 or not isinstance(call.func, cst.Attribute):
+    if call is None or fill.value >= 0 or not isinstance(call.func, ast.Attribute):
         return None
     if analysis.resolves_to(call.func, "torch.masked_fill"):
-        scores = call.args[0].value if call.args else None
+        scores = call.args[0] if call.args else None
     else:
         scores = call.func.value
     torch = next((name for name, target in analysis.imports.items() if target == "torch"), None)
-    if scores is None or torch is None or not is_plain_reference(scores):
+    written = dotted_name(scores) if scores is not None else None  # safe to repeat
+    if written is None or torch is None:
         return None
-    minimum = f"{torch}.finfo({code(scores)}.dtype).min"
-    return Fix("fill with the dtype's minimum", ((fill.node, minimum),), safe=True)
+    return partial(_fill_minimum, fill.node, f"{torch}.finfo({written}.dtype).min")
+
+
+def _fill_minimum(value: ast.AST, minimum: str, tree: ConcreteTree) -> Fix | None:
+    written = tree.node(value)
+    if written is None:
+        return None
+    return Fix("fill with the dtype's minimum", ((written, minimum),), safe=True)

@@ -1,14 +1,18 @@
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
-
-import libcst as cst
+from functools import partial
+from typing import TYPE_CHECKING
 
 from shapecheck.analysis import ModuleAnalysis
 from shapecheck.analysis.facts import TensorFact
 from shapecheck.analysis.observations import AttentionScores, TensorFromNumber
-from shapecheck.fixes import Fix, atom, code
+from shapecheck.fixes import Fix, FixRecipe
 from shapecheck.rule import Rule, Violation
+
+if TYPE_CHECKING:
+    from shapecheck.concrete import ConcreteTree
 
 
 class TensorConstantInForward(Rule):
@@ -69,50 +73,67 @@ class TensorConstantInForward(Rule):
                     )
 
 
-def _number_itself(analysis: ModuleAnalysis, call: cst.Call) -> Fix | None:
+def _number_itself(analysis: ModuleAnalysis, call: ast.Call) -> FixRecipe | None:
     """``torch.sqrt(torch.tensor(d, …))`` -> ``math.sqrt(d)``; ``torch.tensor(x)`` -> ``x``, where
     the value meets an activation (``scores / …``) or is a ``masked_fill`` value: PyTorch
     treats a Python number as it treats a 0-d tensor there, so the results are the same."""
-    if not call.args or call.args[0].keyword is not None:
+    if not call.args or isinstance(call.args[0], ast.Starred):
         return None
-    number = call.args[0].value
-    replaced: cst.BaseExpression = call
-    content = code(number)
-    imports: tuple[str, ...] = ()
-    holder = analysis.parent(call)
-    outer = analysis.parent(holder) if isinstance(holder, cst.Arg) else None
+    number = call.args[0]
+    replaced: ast.expr = call
+    root = False
+    outer = analysis.parent(call)
     if (
-        isinstance(outer, cst.Call)
-        and len(outer.args) == 1
+        isinstance(outer, ast.Call)
+        and outer.args == [call]
+        and not outer.keywords
         and analysis.resolves_to(outer.func, "torch.sqrt")
     ):
-        replaced, content, imports = outer, f"math.sqrt({content})", ("math",)
+        replaced, root = outer, True
     if not _number_would_do(analysis, replaced):
         return None
-    if isinstance(analysis.parent(replaced), cst.BinaryOperation) and not isinstance(
-        number, cst.Integer | cst.Float
-    ):
+    literal = isinstance(number, ast.Constant) and type(number.value) in (int, float)
+    operand = isinstance(analysis.parent(replaced), ast.BinOp) and not literal
+    return partial(_write_number, replaced, number, root, operand)
+
+
+def _write_number(
+    replaced: ast.expr, number: ast.expr, root: bool, operand: bool, tree: ConcreteTree
+) -> Fix | None:
+    """The number (``math.sqrt`` of it where a root was taken), parenthesised as an operand
+    when it would not stay whole."""
+    import libcst as cst  # libcst loads only when a fix is written
+
+    from shapecheck.concrete import atom, code
+
+    target, written = tree.node(replaced), tree.node(number)
+    if target is None or written is None:
+        return None
+    content = f"math.sqrt({code(written)})" if root else code(written)
+    if operand:
         content = atom(cst.parse_expression(content))
-    return Fix("use the number itself", ((replaced, content),), True, imports, keeps_results=True)
+    imports = ("math",) if root else ()
+    return Fix("use the number itself", ((target, content),), True, imports, keeps_results=True)
 
 
-def _number_would_do(analysis: ModuleAnalysis, value: cst.BaseExpression) -> bool:
+def _number_would_do(analysis: ModuleAnalysis, value: ast.expr) -> bool:
     """Is ``value`` an operand next to an activation, or the value of a ``masked_fill``?"""
     holder = analysis.parent(value)
-    if isinstance(holder, cst.BinaryOperation):
+    if isinstance(holder, ast.BinOp):
         partner = holder.right if holder.left is value else holder.left
         fact = analysis.fact(partner)
         # computed here (an untyped parameter is only assumed to be a tensor)
         if not isinstance(fact, TensorFact) or fact.origin is None:
             return False
         return fact.from_number is None
-    if isinstance(holder, cst.Arg) and not holder.star:
-        call = analysis.parent(holder)
-        if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Attribute):
-            return False
-        fills = call.func.attr.value in ("masked_fill", "masked_fill_")
-        position = call.args.index(holder)
-        method_value = position == 1 and not analysis.resolves_to(call.func, "torch.masked_fill")
-        keyword = holder.keyword is not None and holder.keyword.value == "value"
-        return fills and (keyword or method_value or position == 2)
-    return False
+    keyword = holder.arg if isinstance(holder, ast.keyword) else None
+    call = analysis.parent(holder) if isinstance(holder, ast.keyword) else holder
+    if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Attribute):
+        return False
+    if call.func.attr not in ("masked_fill", "masked_fill_"):
+        return False
+    if keyword is not None:
+        return keyword == "value"
+    position = call.args.index(value) if value in call.args else None
+    function = analysis.resolves_to(call.func, "torch.masked_fill")
+    return position == 2 if function else position == 1

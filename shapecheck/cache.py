@@ -7,7 +7,7 @@ so a checkout, a rename or a ``touch`` costs nothing. Each entry is written to a
 file and renamed into place: concurrent runs see a whole entry or none, never half of one,
 and an entry that cannot be read is simply a miss.
 
-This module must stay cheap to import: a warm run never imports libcst or the rules.
+This module must stay cheap to import: a warm run never imports the analysis or the rules.
 """
 
 from __future__ import annotations

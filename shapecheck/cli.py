@@ -1,7 +1,7 @@
 """The command line: ``shapecheck [OPTIONS] [PATH]...``.
 
 Everything is a flag, never a subcommand, so a folder called ``explain`` is still a path.
-Heavy imports (libcst, the rules) happen only when there is linting to do, so ``--version``
+Heavy imports (the analysis, the rules) happen only when there is linting to do, so ``--version``
 starts as fast as Python does.
 """
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
+import ast
 import io
 import tokenize
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
-
-from shapecheck.analysis import analyse, definitions, suite_statements
+from shapecheck.analysis import analyse, definitions
 from shapecheck.diagnostics import (
     Diagnostic,
     FileResult,
@@ -18,10 +17,13 @@ from shapecheck.diagnostics import (
     input_error,
     internal_error,
 )
-from shapecheck.fixes import Fix
+from shapecheck.fixes import FixRecipe
 from shapecheck.rule import Rule, Violation
-from shapecheck.source import Source, parse_source, physical_lines
+from shapecheck.source import Lines, Source, parse_source
 from shapecheck.suppression import is_suppressed, suppressions
+
+if TYPE_CHECKING:
+    from shapecheck.concrete import ConcreteTree
 
 
 def lint_path(path: str, rules: Sequence[Rule], display: str | None = None) -> FileResult:
@@ -36,18 +38,15 @@ def lint_path(path: str, rules: Sequence[Rule], display: str | None = None) -> F
     return lint_source(data, shown, rules)
 
 
-def lint_source(
-    data: bytes, path: str, rules: Sequence[Rule], *, prescan: bool = True
-) -> FileResult:
-    """Check ``data``; ``prescan=False`` parses every line (the pre-scan must not matter)."""
-    source = parse_source(data, path, prescan=prescan)
+def lint_source(data: bytes, path: str, rules: Sequence[Rule]) -> FileResult:
+    source = parse_source(data, path)
     if isinstance(source, Diagnostic):
         return FileResult(path, [source])
     return lint_parsed(source, rules)
 
 
 def lint_parsed(source: Source, rules: Sequence[Rule]) -> FileResult:
-    analysis = analyse(source.module)
+    analysis = analyse(source.module, source.text)
     found: list[tuple[Rule, Violation]] = []
     crashed: list[Diagnostic] = []
     for rule in rules:
@@ -55,69 +54,137 @@ def lint_parsed(source: Source, rules: Sequence[Rule]) -> FileResult:
             found.extend((rule, violation) for violation in rule.check(analysis))
         except Exception as error:  # one rule's bug must not cost the other rules' findings
             crashed.append(internal_error(source.path, f"in rule {rule.code}", error))
-    diagnostics = _diagnostics(source, analysis.imports, found) if found else []
+    diagnostics = _diagnostics(source, analysis.imports, found, crashed) if found else []
     return FileResult(source.path, sorted([*diagnostics, *crashed]), complete=not crashed)
 
 
 def _diagnostics(
-    source: Source, imports: dict[str, str], found: list[tuple[Rule, Violation]]
+    source: Source,
+    imports: dict[str, str],
+    found: list[tuple[Rule, Violation]],
+    crashed: list[Diagnostic],
 ) -> list[Diagnostic]:
-    # Positions cost a pass over the tree: computed only for files with findings.
-    positions = MetadataWrapper(source.module, unsafe_skip_copy=True).resolve(PositionProvider)
+    """Positions, anchors and fixes: computed only for files with findings."""
+    lines = Lines(source.text)
     suppressed = suppressions(source.text)
-    scopes = _scopes(source.module.body, positions, "")
-    lines = [line.rstrip("\r\n") for line in physical_lines(source.text)]
+    scopes = _scopes(source.module.body, "")
+    code_lines = [line.rstrip("\r\n") for line in lines.lines]
+    fixes = _Fixes(source, lines, imports)
     diagnostics: set[Diagnostic] = set()
     for rule, violation in found:
-        where = positions[violation.node]
-        line = where.start.line
+        line, column, end_line, end_column = lines.span(violation.node)
         if is_suppressed(rule.code, line, suppressed):
             continue
-        fix = violation.fix
+        try:
+            edits = fixes.edits(violation.fix, violation.node) if violation.fix else None
+        except Exception as error:  # a fix's bug costs the fix, not the finding
+            crashed.append(internal_error(source.path, f"in the fix of rule {rule.code}", error))
+            edits = None
         diagnostics.add(
             Diagnostic(
                 source.path,
                 line,
-                where.start.column + 1,
-                where.end.line,
-                where.end.column + 1,
+                column + 1,
+                end_line,
+                end_column + 1,
                 rule.code,
                 rule.name,
                 violation.severity or rule.severity,
                 violation.message,
-                _edits(fix, source.module, imports, positions) if fix else None,
-                _anchor(lines, where, scopes),
+                edits,
+                _anchor(code_lines, line, end_line, scopes),
             )
         )
     return sorted(diagnostics)
+
+
+class _Fixes:
+    """Rules' fix recipes made into text edits. libcst parses only the top-level statements
+    that hold a fix, each once."""
+
+    def __init__(self, source: Source, lines: Lines, imports: dict[str, str]) -> None:
+        self.lines, self.imports = lines, imports
+        self.module = source.module
+        self._statements = [(_first_line(s), s.end_lineno or s.lineno) for s in source.module.body]
+        self._trees: dict[tuple[int, int], ConcreteTree | None] = {}
+
+    def edits(self, recipe: FixRecipe, node: ast.AST) -> FixEdits | None:
+        tree = self._tree(self.lines.span(node)[0])
+        fix = recipe(tree) if tree is not None else None
+        if fix is None or tree is None:
+            return None
+        edits = tree.edits(fix)
+        for name in fix.imports:
+            if self.imports.get(name) == name:
+                continue
+            if name in self.imports:
+                return None  # the name the new code needs means something else here
+            line = _import_line(self.module)
+            edits.append(TextEdit(line, 1, line, 1, f"import {name}{_newline(self.lines)}"))
+        return FixEdits(fix.description, fix.safe, tuple(edits), fix.keeps_results)
+
+    def _tree(self, line: int) -> ConcreteTree | None:
+        from shapecheck.concrete import ConcreteTree  # libcst: only for files with fixes
+
+        region = next(((a, b) for a, b in self._statements if a <= line <= b), None)
+        if region is None:
+            return None
+        if region not in self._trees:
+            self._trees[region] = ConcreteTree.parse(self.lines, *region)
+        return self._trees[region]
+
+
+def _first_line(statement: ast.stmt) -> int:
+    """Where a statement starts, its decorators included."""
+    decorators = getattr(statement, "decorator_list", None)
+    return decorators[0].lineno if decorators else statement.lineno
+
+
+def _import_line(module: ast.Module) -> int:
+    """Where ``import name`` goes: after the last top-level import, else before the first
+    statement after the docstring."""
+    body = module.body
+    imports = [s for s in body if isinstance(s, ast.Import | ast.ImportFrom)]
+    if imports:
+        return (imports[-1].end_lineno or imports[-1].lineno) + 1
+    first = next((s for s in body if not (s is body[0] and _is_docstring(s))), None)
+    return _first_line(first) if first is not None else 1
+
+
+def _is_docstring(statement: ast.stmt) -> bool:
+    return (
+        isinstance(statement, ast.Expr)
+        and isinstance(statement.value, ast.Constant)
+        and isinstance(statement.value.value, str)
+    )
+
+
+def _newline(lines: Lines) -> str:
+    """The file's own line ending (the first one), for a line a fix adds."""
+    first = lines.lines[0] if lines.lines else ""
+    return next((end for end in ("\r\n", "\n", "\r") if first.endswith(end)), "\n")
 
 
 Scope = tuple[int, int, str]
 """First line, last line, qualified name of a function or class."""
 
 
-def _scopes(
-    statements: Sequence[cst.BaseStatement],
-    positions: Mapping[cst.CSTNode, CodeRange],
-    prefix: str,
-) -> list[Scope]:
+def _scopes(statements: Sequence[ast.stmt], prefix: str) -> list[Scope]:
     """Every function and class, nested ones included (also inside ``if``/``try``/``with``)."""
     scopes: list[Scope] = []
     for definition in definitions(statements):
-        name = prefix + definition.name.value
-        where = positions[definition]
-        scopes.append((where.start.line, where.end.line, name))
-        scopes += _scopes(suite_statements(definition.body), positions, name + ".")
+        name = prefix + definition.name
+        scopes.append((definition.lineno, definition.end_lineno or definition.lineno, name))
+        scopes += _scopes(definition.body, name + ".")
     return scopes
 
 
-def _anchor(lines: list[str], where: CodeRange, scopes: list[Scope]) -> str:
+def _anchor(lines: list[str], line: int, end_line: int, scopes: list[Scope]) -> str:
     """The enclosing function and the flagged lines' code, comments dropped and whitespace
     collapsed: editing a comment or the code around keeps it."""
-    line = where.start.line
     holding = [scope for scope in scopes if scope[0] <= line <= scope[1]]
     scope = max(holding)[2] if holding else "<module>"  # the innermost starts last
-    code = _without_comments("\n".join(lines[line - 1 : where.end.line]))
+    code = _without_comments("\n".join(lines[line - 1 : end_line]))
     return f"{scope}: {' '.join(code.split())}"
 
 
@@ -130,49 +197,3 @@ def _without_comments(code: str) -> str:
     except (tokenize.TokenError, SyntaxError):
         return code  # a statement cut mid-way: keep the text as it is
     return " ".join(pieces)
-
-
-def _edits(
-    fix: Fix,
-    module: cst.Module,
-    imports: dict[str, str],
-    positions: Mapping[cst.CSTNode, CodeRange],
-) -> FixEdits | None:
-    """A fix as text edits; ``None`` when a name its code needs is bound to something else."""
-    edits = []
-    for node, content in fix.replacements:
-        start, end = positions[node].start, positions[node].end
-        edits.append(TextEdit(start.line, start.column + 1, end.line, end.column + 1, content))
-    for name in fix.imports:
-        if imports.get(name) == name:
-            continue
-        if name in imports:
-            return None
-        edits.append(_import_edit(name, module, positions))
-    return FixEdits(fix.description, fix.safe, tuple(edits), fix.keeps_results)
-
-
-def _import_edit(
-    name: str, module: cst.Module, positions: Mapping[cst.CSTNode, CodeRange]
-) -> TextEdit:
-    """``import name`` on the line after the module's last top-level import (or before its
-    first statement after the docstring)."""
-    statements = [s for s in module.body if isinstance(s, cst.SimpleStatementLine)]
-    imports = [s for s in statements if isinstance(s.body[0], cst.Import | cst.ImportFrom)]
-    newline = module.default_newline
-    if imports:
-        line = positions[imports[-1]].end.line + 1
-    else:
-        first = next(
-            (s for s in module.body if not (s is module.body[0] and _is_docstring(s))), None
-        )
-        line = positions[first].start.line if first is not None else 1
-    return TextEdit(line, 1, line, 1, f"import {name}{newline}")
-
-
-def _is_docstring(statement: cst.BaseStatement) -> bool:
-    return (
-        isinstance(statement, cst.SimpleStatementLine)
-        and isinstance(statement.body[0], cst.Expr)
-        and isinstance(statement.body[0].value, cst.SimpleString | cst.ConcatenatedString)
-    )

@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
-    import libcst as cst
+    import ast
 
     from shapecheck.analysis import ModuleAnalysis
     from shapecheck.diagnostics import Severity
-    from shapecheck.fixes import Fix
+    from shapecheck.fixes import FixRecipe
 
 CODE_PATTERN = re.compile(r"SC[1-9][0-9]{2}")
 
@@ -33,12 +33,12 @@ CODE_PATTERN = re.compile(r"SC[1-9][0-9]{2}")
 @dataclass(frozen=True)
 class Violation:
     """What a rule found: the node to point at, the message, (rarely) a severity other than
-    the rule's own, and the fix when there is one right rewrite."""
+    the rule's own, and how to write the fix when there is one right rewrite."""
 
-    node: cst.CSTNode
+    node: ast.AST
     message: str
     severity: Severity | None = None
-    fix: Fix | None = None
+    fix: FixRecipe | None = None
 
 
 class Rule:
@@ -74,7 +74,7 @@ def rules_folders() -> list[str]:
 @cache
 def rule_codes() -> tuple[str, ...]:
     """Every rule's code, read from its module's name (``sc101_...``) without importing it:
-    validating ``--select`` must not cost libcst when every result comes from the cache."""
+    validating ``--select`` must not cost the rules' import when every result is cached."""
     names = [info.name for info in pkgutil.iter_modules(rules_folders())]
     return tuple(sorted(name[:5].upper() for name in names if CODE_PATTERN.match(name.upper())))
 

@@ -3,7 +3,8 @@
 Reading and hashing a file is cheap; parsing it is not. Files are read here, looked up in the
 :class:`~shapecheck.cache.ResultCache`, and only the misses are checked, by worker processes
 when there are enough of them to pay for the workers (each worker receives file contents and
-returns plain diagnostics). libcst and the rules are imported only when something is checked.
+returns plain diagnostics). The analysis and the rules are imported only when something is
+checked.
 """
 
 from __future__ import annotations

@@ -6,15 +6,12 @@ the analysis infers, the way a person writes them in the margin.
 
 from __future__ import annotations
 
+import ast
 from collections import defaultdict
-from collections.abc import Mapping
-
-import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from shapecheck.analysis import analyse
 from shapecheck.analysis.dims import format_shape
-from shapecheck.analysis.facts import Fact, IntFact, TensorFact
+from shapecheck.analysis.facts import Fact, FunctionNode, IntFact, TensorFact
 from shapecheck.analysis.interpreter import FunctionFacts
 from shapecheck.source import Source, physical_lines
 
@@ -26,39 +23,30 @@ def show_shapes(source: Source, selector: str | None) -> str:
 
     Raises ``LookupError`` naming the functions there are when ``selector`` matches none.
     """
-    functions = [
+    defined = [
         function
-        for function in analyse(source.module).functions
-        if isinstance(function.node, cst.FunctionDef)
-        and (selector is None or function.name == selector)
+        for function in analyse(source.module, source.text).functions
+        if isinstance(function.node, FunctionNode)
     ]
+    functions = [function for function in defined if selector in (None, function.name)]
     if not functions:
-        names = sorted(
-            function.name
-            for function in analyse(source.module).functions
-            if isinstance(function.node, cst.FunctionDef)
-        )
+        names = sorted(function.name for function in defined)
         known = ", ".join(names) if names else "none (the file does not use torch?)"
         raise LookupError(f"{source.path}: no function {selector!r}; functions: {known}")
-    positions = MetadataWrapper(source.module, unsafe_skip_copy=True).resolve(PositionProvider)
     lines = [line.rstrip("\r\n") for line in physical_lines(source.text)]
-    return "\n\n".join(_listing(source.path, lines, positions, function) for function in functions)
+    return "\n\n".join(_listing(source.path, lines, function) for function in functions)
 
 
-def _listing(
-    path: str,
-    lines: list[str],
-    positions: Mapping[cst.CSTNode, CodeRange],
-    function: FunctionFacts,
-) -> str:
-    where = positions[function.node]
+def _listing(path: str, lines: list[str], function: FunctionFacts) -> str:
+    node = function.node
+    assert isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
     notes: dict[int, list[str]] = defaultdict(list)
     for target, name, fact in function.bindings:
         note = _describe(name, fact)
         if note is not None:
-            notes[positions[target].start.line].append(note)
-    out = [f"{path}:{where.start.line} {function.name}"]
-    for number in range(where.start.line, where.end.line + 1):
+            notes[getattr(target, "lineno", node.lineno)].append(note)
+    out = [f"{path}:{node.lineno} {function.name}"]
+    for number in range(node.lineno, (node.end_lineno or node.lineno) + 1):
         text = lines[number - 1].rstrip() if number <= len(lines) else ""
         row = f"{number:>5} | {text}"
         if notes.get(number):

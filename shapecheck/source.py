@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import ast
 import io
+import sys
 import tokenize
 import warnings
 from dataclasses import dataclass
-
-import libcst as cst
+from typing import Protocol, cast
 
 from shapecheck.diagnostics import Diagnostic, input_error
 
@@ -17,17 +17,16 @@ from shapecheck.diagnostics import Diagnostic, input_error
 class Source:
     path: str
     text: str
-    module: cst.Module
+    module: ast.Module
     encoding: str
     """How the text was decoded (``utf-8-sig`` keeps a BOM): fixed text is encoded back so."""
 
 
-def parse_source(data: bytes, path: str, *, prescan: bool = False) -> Source | Diagnostic:
-    """Decode ``data`` (BOM, PEP 263 cookie, else UTF-8) and parse it with libcst.
+_PARSE_DEPTH = 10_000
 
-    With ``prescan``, only what can produce a finding is parsed (``shapecheck.prescan``): the
-    module has the same lines, some blank, or is empty. ``text`` is always the whole file.
-    """
+
+def parse_source(data: bytes, path: str) -> Source | Diagnostic:
+    """Decode ``data`` (BOM, PEP 263 cookie, else UTF-8) and parse it with Python's own parser."""
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as error:
@@ -42,43 +41,57 @@ def parse_source(data: bytes, path: str, *, prescan: bool = False) -> Source | D
     if "\x00" in text:
         line, column = _text_position(text, text.index("\x00"))
         return input_error(path, "source contains a null byte", line, column)
-    if prescan:
-        from shapecheck.prescan import relevant_source  # it reads lines with physical_lines
-
-        relevant = relevant_source(text)
-    else:
-        relevant = text
-    if relevant is None:
-        return Source(path, text, cst.Module(body=[]), encoding)
+    limit = sys.getrecursionlimit()
     try:
-        module = cst.parse_module(relevant)
-    except cst.ParserSyntaxError as error:
-        return _syntax_error(path, text, error)
+        # Building the tree recurses once per nesting level (a 3,000-term sum is 3,000 deep);
+        # Python's parser itself stops long before the C stack is at risk.
+        sys.setrecursionlimit(max(limit, _PARSE_DEPTH))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escapes are the code's own business
+            module = ast.parse(text, path)
+    except SyntaxError as error:
+        line = error.lineno or 1
+        return input_error(path, f"syntax error: {error.msg}", line, error.offset or 1)
     except (RecursionError, MemoryError) as error:
         return input_error(path, f"cannot parse: {type(error).__name__} (input too deeply nested)")
+    except ValueError as error:
+        return input_error(path, f"cannot parse: {error}")
+    finally:
+        sys.setrecursionlimit(limit)
     return Source(path, text, module, encoding)
+
+
+class _Located(Protocol):
+    lineno: int
+    col_offset: int
+    end_lineno: int | None
+    end_col_offset: int | None
+
+
+class Lines:
+    """A text's physical lines: where a node is, with columns in characters (``ast`` counts
+    UTF-8 bytes; editors, libcst and our reports count characters)."""
+
+    def __init__(self, text: str) -> None:
+        self.lines = physical_lines(text)
+
+    def span(self, node: ast.AST) -> tuple[int, int, int, int]:
+        """``(line, column, end line, end column)``, lines from 1, columns from 0."""
+        located = cast(_Located, node)  # every node a rule points at has a position
+        line, end_line, end_offset = located.lineno, located.end_lineno, located.end_col_offset
+        assert end_line is not None and end_offset is not None
+        start = self._column(line, located.col_offset)
+        return line, start, end_line, self._column(end_line, end_offset)
+
+    def _column(self, line: int, offset: int) -> int:
+        text = self.lines[line - 1] if line <= len(self.lines) else ""
+        return offset if text.isascii() else len(text.encode("utf-8")[:offset].decode("utf-8"))
 
 
 def physical_lines(text: str) -> list[str]:
     """``text``'s lines as Python counts them, ends kept: ``str.splitlines`` also breaks at form
     feeds and Unicode separators, which would put every later line off by one."""
     return io.StringIO(text, newline="").readlines()
-
-
-def _syntax_error(path: str, text: str, error: cst.ParserSyntaxError) -> Diagnostic:
-    # CPython's own parser names the problem and its place more precisely than libcst does.
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            ast.parse(text)
-    except SyntaxError as python_error:
-        line = python_error.lineno or error.raw_line
-        column = python_error.offset or error.raw_column + 1
-        return input_error(path, f"syntax error: {python_error.msg}", line, column)
-    except (RecursionError, MemoryError, ValueError):
-        pass
-    message = error.message.splitlines()[0] if error.message else "invalid syntax"
-    return input_error(path, f"syntax error: {message}", error.raw_line, error.raw_column + 1)
 
 
 def _byte_position(data: bytes, offset: int) -> tuple[int, int]:

@@ -161,3 +161,18 @@ def test_form_feeds_do_not_move_the_fixes(cli: Cli, write: Write) -> None:
         ".transpose(1, 2).view(", ".transpose(1, 2).contiguous().view("
     )
     assert result.output.splitlines()[-1] == "No findings in 1 file (1 fixed)"
+
+
+def test_columns_count_characters_and_fixes_reach_decorated_statements(
+    cli: Cli, write: Write
+) -> None:
+    """``ast`` counts columns in UTF-8 bytes; findings and fixes count characters. A fix in
+    a later, decorated statement is written from libcst's parse of that statement alone."""
+    merge = BAD_VIEW.split("\n\n\n")[1].replace("return attn_out", 'tag = "ηθ→"; return attn_out')
+    source = f'import torch\n\nNOTE = "ä"\n\n\n@torch.no_grad()\n{merge}'
+    model = write("model.py", source)
+    line = source.splitlines().index(next(x for x in source.splitlines() if ".view(" in x)) + 1
+    column = source.splitlines()[line - 1].index("view") + 1
+    assert f"model.py:{line}:{column}: SC101" in cli("model.py").output
+    cli("--fix", "model.py")
+    assert model.read_text() == source.replace(".view(", ".contiguous().view(")

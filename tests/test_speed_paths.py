@@ -1,20 +1,17 @@
-"""The speed-ups change nothing but speed: the pre-scan, the results cache and the process
-pool each give the findings the plain path gives, on the fixtures and on real code."""
+"""The speed-ups change nothing but speed: the results cache and the process pool each give
+the findings the plain path gives, on the fixtures and on real code."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from shapecheck.cache import ResultCache
 from shapecheck.confirm.fixtures import fixture_files
-from shapecheck.linter import lint_source
-from shapecheck.prescan import relevant_source
 from shapecheck.rule import all_rules, rule_codes
 from shapecheck.run import check_files
 from tests.conftest import ROOT
@@ -34,71 +31,6 @@ def _corpus() -> list[Path]:
 
 def test_rule_codes_are_read_from_module_names() -> None:
     assert rule_codes() == tuple(rule.code for rule in all_rules())
-
-
-def test_prescan_changes_no_finding() -> None:
-    rules = [rule() for rule in all_rules()]
-    for path in _corpus():
-        data = path.read_bytes()
-        with_prescan = lint_source(data, str(path), rules, prescan=True).diagnostics
-        without = lint_source(data, str(path), rules, prescan=False).diagnostics
-        assert with_prescan == without, path
-        assert [d.fix for d in with_prescan] == [d.fix for d in without], path
-
-
-def test_prescan_blanks_what_cannot_matter_and_keeps_every_line_in_place() -> None:
-    source = textwrap.dedent(
-        '''\
-        """Doc."""
-        import torch
-
-        REGISTRY = {"small": 1, "large": 2}
-
-        def merge(x):
-            return x.transpose(1, 2).view(2, 3, 4)
-
-        def caller(x):
-            return merge(x) + 1
-
-        def unrelated(name):
-            return REGISTRY[name]
-        '''
-    )
-    relevant = relevant_source(source)
-    assert relevant is not None
-    lines = relevant.splitlines()
-    assert len(lines) == len(source.splitlines())
-    kept = [line for line in lines if line.strip()]
-    # the trigger, its caller and the imports stay; the registry and its reader go
-    assert kept == [
-        '"""Doc."""',
-        "import torch",
-        "def merge(x):",
-        "    return x.transpose(1, 2).view(2, 3, 4)",
-        "def caller(x):",
-        "    return merge(x) + 1",
-    ]
-    assert lines.index("def merge(x):") == source.splitlines().index("def merge(x):")
-
-
-def test_prescan_keeps_what_a_kept_statement_reads() -> None:
-    source = "import torch\nHEADS = 8\ndef split(x):\n    return x.view(2, HEADS, 3)\n"
-    assert relevant_source(source) == source
-
-
-def test_prescan_skips_files_without_torch_or_without_anything_to_check() -> None:
-    assert relevant_source("import numpy\nx = numpy.ones(3).reshape(3, 1)\n") is None
-    assert relevant_source("import torch\n\ndef add(a, b):\n    return a + b\n") is None
-
-
-def test_prescan_leaves_syntax_errors_to_the_parser() -> None:
-    broken = "import torch\ndef f(:\n"
-    assert relevant_source(broken) == broken
-
-
-def test_a_shared_line_stays_when_one_of_its_statements_is_kept() -> None:
-    source = "import torch\nUNUSED = 1; x = torch.ones(2).view(2, 1)\n"
-    assert relevant_source(source) == source
 
 
 def test_the_pool_finds_what_one_process_finds(tmp_path: Path) -> None:
@@ -151,22 +83,43 @@ def _shapecheck(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
-def test_warm_runs_read_the_cache_without_libcst(tmp_path: Path) -> None:
-    model = tmp_path / "model.py"
-    model.write_bytes((ROOT / "examples" / "attention_mistakes.py").read_bytes())
-    cold = _shapecheck("model.py", cwd=tmp_path)
-    assert (tmp_path / ".shapecheck_cache" / "CACHEDIR.TAG").exists()
+def _run_and_report_loaded(module: str, cwd: Path, *arguments: str) -> tuple[str, bool]:
+    """Run the CLI in a fresh interpreter: its output, and whether it loaded ``module``."""
     probe = (
         "import sys\nfrom shapecheck.cli import main\n"
-        "try:\n    main(['--format', 'json', 'model.py'])\n"
+        f"try:\n    main({list(arguments)!r})\n"
         "except SystemExit:\n    pass\n"
-        "print('libcst' in sys.modules, file=sys.stderr)\n"
+        f"print({module!r} in sys.modules, file=sys.stderr)\n"
     )
-    warm = subprocess.run(
-        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    run = subprocess.run(
+        [sys.executable, "-c", probe], cwd=cwd, capture_output=True, text=True, timeout=60
     )
-    assert json.loads(warm.stdout) == json.loads(cold.stdout) != []
-    assert warm.stderr.strip() == "False"
+    assert run.stderr.strip() in ("True", "False"), run.stderr
+    return run.stdout, run.stderr.strip() == "True"
+
+
+def test_warm_runs_read_the_cache_without_the_analysis(tmp_path: Path) -> None:
+    model = tmp_path / "model.py"
+    model.write_bytes((ROOT / "examples" / "attention_mistakes.py").read_bytes())
+    cold = _shapecheck("--format", "json", "model.py", cwd=tmp_path)
+    assert (tmp_path / ".shapecheck_cache" / "CACHEDIR.TAG").exists()
+    warm, loaded = _run_and_report_loaded(
+        "shapecheck.analysis", tmp_path, "--format", "json", "model.py"
+    )
+    assert json.loads(warm) == json.loads(cold.stdout) != []
+    assert not loaded
+
+
+def test_libcst_loads_only_to_write_a_fix(tmp_path: Path) -> None:
+    """The analysis reads ``ast``; libcst parses a file only when a finding there has a fix."""
+    (tmp_path / "clean.py").write_bytes(
+        (ROOT / "shapecheck" / "reference" / "attention.py").read_bytes()
+    )
+    (tmp_path / "model.py").write_bytes((ROOT / "examples" / "attention_mistakes.py").read_bytes())
+    clean, loaded = _run_and_report_loaded("libcst", tmp_path, "--no-cache", "clean.py")
+    assert "No findings" in clean and not loaded
+    found, loaded = _run_and_report_loaded("libcst", tmp_path, "--no-cache", "model.py")
+    assert "[*]" in found and loaded
 
 
 def test_no_cache_writes_nothing(tmp_path: Path) -> None:

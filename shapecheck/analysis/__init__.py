@@ -7,15 +7,22 @@ function body (see :mod:`shapecheck.analysis.interpreter`) and returns a
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
-import libcst as cst
-
 from shapecheck.analysis.dims import Dim, Quotient, Symbol, substitute
-from shapecheck.analysis.facts import UNKNOWN, Fact, IntFact, ModuleFact, ScalarFact, join
-from shapecheck.analysis.imports import collect_imports, dotted_name
+from shapecheck.analysis.facts import (
+    UNKNOWN,
+    Fact,
+    FunctionNode,
+    IntFact,
+    ModuleFact,
+    ScalarFact,
+    join,
+)
+from shapecheck.analysis.imports import collect_imports, dotted_name, nested_blocks
 from shapecheck.analysis.interpreter import (
     ClassModel,
     FunctionFacts,
@@ -30,11 +37,13 @@ ObservationT = TypeVar("ObservationT")
 class ModuleAnalysis:
     """Everything the analysis learned about one module."""
 
-    module: cst.Module
+    module: ast.Module
+    text: str
+    """The module's source, for the code of a node (``source``)."""
     functions: list[FunctionFacts]
     imports: dict[str, str] = field(default_factory=dict)
     """Each name an import binds -> what it imports (``F`` -> ``torch.nn.functional``)."""
-    _parents: dict[cst.CSTNode, cst.CSTNode] | None = field(default=None, repr=False)
+    _parents: dict[ast.AST, ast.AST] | None = field(default=None, repr=False)
 
     def observations(self, kind: type[ObservationT]) -> Iterator[ObservationT]:
         """Each observation once, though a method inlined at several call sites repeats it."""
@@ -45,17 +54,18 @@ class ModuleAnalysis:
                     seen.add(observation)
                     yield observation
 
-    def source(self, node: cst.CSTNode) -> str:
-        return self.module.code_for_node(node)
+    def source(self, node: ast.AST) -> str:
+        """``node``'s code as written (without parentheses around it)."""
+        return ast.get_source_segment(self.text, node) or ""
 
-    def fact(self, node: cst.CSTNode) -> Fact | None:
+    def fact(self, node: ast.AST) -> Fact | None:
         """What the analysis knows about the value of expression ``node``."""
         for function in self.functions:
             if node in function.facts:
                 return function.facts[node]
         return None
 
-    def resolves_to(self, node: cst.BaseExpression, target: str) -> bool:
+    def resolves_to(self, node: ast.expr, target: str) -> bool:
         """Does ``node`` (``torch``, ``th.sqrt``) name ``target`` through the imports?"""
         name = dotted_name(node)
         if name is None:
@@ -64,35 +74,22 @@ class ModuleAnalysis:
         bound = self.imports.get(head)
         return bound is not None and ".".join(filter(None, (bound, rest))) == target
 
-    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
-        """The node holding ``node`` (computed once per module, when a fix first asks)."""
+    def parent(self, node: ast.AST) -> ast.AST | None:
+        """The node holding ``node`` (computed once per module, when a rule first asks)."""
         if self._parents is None:
-            collector = _Parents()
-            self.module.visit(collector)
-            self._parents = collector.parents
+            self._parents = {
+                child: holder
+                for holder in ast.walk(self.module)
+                for child in ast.iter_child_nodes(holder)
+            }
         return self._parents.get(node)
-
-
-class _Parents(cst.CSTVisitor):
-    def __init__(self) -> None:
-        self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
-        self.stack: list[cst.CSTNode] = []
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if self.stack:
-            self.parents[node] = self.stack[-1]
-        self.stack.append(node)
-        return True
-
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        self.stack.pop()
 
 
 def uses_torch(imports: dict[str, str]) -> bool:
     return any(target == "torch" or target.startswith("torch.") for target in imports.values())
 
 
-def analyse(module: cst.Module, *, shapes: bool = True) -> ModuleAnalysis:
+def analyse(module: ast.Module, text: str, *, shapes: bool = True) -> ModuleAnalysis:
     """Interpret every function of ``module``; modules that never import torch are skipped.
 
     ``shapes=False`` forgets every tensor's shape as soon as it is computed: the engine
@@ -100,12 +97,12 @@ def analyse(module: cst.Module, *, shapes: bool = True) -> ModuleAnalysis:
     """
     imports = collect_imports(module)
     if not uses_torch(imports):
-        return ModuleAnalysis(module, [], imports)
+        return ModuleAnalysis(module, text, [], imports)
     context = ModuleContext(imports, shapes=shapes)
     top_definitions = list(definitions(module.body))
     for definition in top_definitions:
-        if isinstance(definition, cst.FunctionDef):
-            context.functions.setdefault(definition.name.value, definition)
+        if isinstance(definition, FunctionNode):
+            context.functions.setdefault(definition.name, definition)
 
     top_level = Interpreter(context)
     try:
@@ -125,34 +122,34 @@ def analyse(module: cst.Module, *, shapes: bool = True) -> ModuleAnalysis:
             outputs[index] = _analyse_function(context, *job)
     for output in outputs:
         functions.extend(output)
-    return ModuleAnalysis(module, functions, imports)
+    return ModuleAnalysis(module, text, functions, imports)
 
 
-Job = tuple[cst.FunctionDef, dict[str, Fact], ClassModel | None, str]
+Job = tuple[FunctionNode, dict[str, Fact], ClassModel | None, str]
 
 
 def _jobs(
     context: ModuleContext,
-    defined: Sequence[cst.FunctionDef | cst.ClassDef],
+    defined: Sequence[Definition],
     globals_: dict[str, Fact],
     model: ClassModel | None,
     prefix: str,
 ) -> Iterator[Job]:
     """Each function and method to interpret; class models are built on the way."""
     for definition in defined:
-        name = prefix + definition.name.value
-        if isinstance(definition, cst.FunctionDef):
+        name = prefix + definition.name
+        if isinstance(definition, FunctionNode):
             yield definition, globals_, model, name
             continue
         class_model = _class_model(context, definition, globals_)
         context.classes[class_model.name] = class_model
-        inner = list(definitions(suite_statements(definition.body)))
+        inner = list(definitions(definition.body))
         yield from _jobs(context, inner, globals_, class_model, name + ".")
 
 
-def _parameter_facts(context: ModuleContext) -> dict[cst.FunctionDef, dict[str, Fact]]:
+def _parameter_facts(context: ModuleContext) -> dict[FunctionNode, dict[str, Fact]]:
     """For each function called in the module, what every call agrees its arguments are."""
-    facts: dict[cst.FunctionDef, dict[str, Fact]] = {}
+    facts: dict[FunctionNode, dict[str, Fact]] = {}
     for function, sites in context.call_sites.items():
         if not sites or any(site is None for site in sites):
             continue
@@ -170,44 +167,28 @@ def _parameter_facts(context: ModuleContext) -> dict[cst.FunctionDef, dict[str, 
     return facts
 
 
-def definitions(
-    statements: Sequence[cst.BaseStatement],
-) -> Iterator[cst.FunctionDef | cst.ClassDef]:
+Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+
+
+def definitions(statements: Sequence[ast.stmt]) -> Iterator[Definition]:
     """Functions and classes defined at this level, also inside ``if``/``try``/``with``."""
     for statement in statements:
-        if isinstance(statement, cst.FunctionDef | cst.ClassDef):
+        if isinstance(statement, Definition):
             yield statement
-        elif isinstance(statement, cst.If | cst.Try | cst.TryStar | cst.With | cst.For | cst.While):
-            for block in _blocks(statement):
+        else:
+            for block in nested_blocks(statement):
                 yield from definitions(block)
-
-
-def _blocks(statement: cst.BaseCompoundStatement) -> Iterator[Sequence[cst.BaseStatement]]:
-    suites: list[cst.BaseSuite] = [statement.body]
-    orelse = getattr(statement, "orelse", None)
-    if isinstance(orelse, cst.If):
-        yield from _blocks(orelse)
-    elif orelse is not None:
-        suites.append(orelse.body)
-    for handler in getattr(statement, "handlers", ()):
-        suites.append(handler.body)
-    finalbody = getattr(statement, "finalbody", None)
-    if finalbody is not None:
-        suites.append(finalbody.body)
-    for suite in suites:
-        if isinstance(suite, cst.IndentedBlock):
-            yield suite.body
 
 
 def _analyse_function(
     context: ModuleContext,
-    node: cst.FunctionDef,
+    node: FunctionNode,
     closure: dict[str, Fact],
     model: ClassModel | None,
     name: str,
 ) -> list[FunctionFacts]:
     interpreter = Interpreter(context, class_model=model)
-    interpreter.env.update(closure)
+    interpreter.inherit(closure)
     try:
         interpreter.run_function(node, context.parameter_facts.get(node))
     except RecursionError:
@@ -215,33 +196,29 @@ def _analyse_function(
     results = [interpreter.result(node, name)]
     for nested, nested_closure in interpreter.nested:
         results.extend(
-            _analyse_function(context, nested, nested_closure, model, f"{name}.{nested.name.value}")
+            _analyse_function(context, nested, nested_closure, model, f"{name}.{nested.name}")
         )
     return results
 
 
-def suite_statements(body: cst.BaseSuite) -> Sequence[cst.BaseStatement]:
-    return body.body if isinstance(body, cst.IndentedBlock) else ()
-
-
 def _class_model(
-    context: ModuleContext, node: cst.ClassDef, globals_: dict[str, Fact]
+    context: ModuleContext, node: ast.ClassDef, globals_: dict[str, Fact]
 ) -> ClassModel:
     """What ``self`` holds after ``__init__`` (bases defined in the same module first)."""
-    model = ClassModel(node.name.value)
+    model = ClassModel(node.name)
     for base in node.bases:
-        if isinstance(base.value, cst.Name) and base.value.value in context.classes:
-            inherited = context.classes[base.value.value]
+        if isinstance(base, ast.Name) and base.id in context.classes:
+            inherited = context.classes[base.id]
             model.attributes.update(inherited.attributes)
             model.methods.update(inherited.methods)
-    for definition in definitions(suite_statements(node.body)):
-        if isinstance(definition, cst.FunctionDef):
-            model.methods[definition.name.value] = definition
+    for definition in definitions(node.body):
+        if isinstance(definition, FunctionNode):
+            model.methods[definition.name] = definition
     init = model.methods.get("__init__")
     if init is None:
         return model
     interpreter = Interpreter(context, class_model=model, record=False)
-    interpreter.env.update(globals_)
+    interpreter.inherit(globals_)
     try:
         interpreter.run_function(init)
     except RecursionError:
@@ -258,7 +235,7 @@ def _class_model(
         stored[key.removeprefix("self.")] = fact
     model.attributes.update(stored)
     _name_sizes(model.attributes)
-    parameters = {param.name.value for param in init.params.params}
+    parameters = {param.arg for param in init.args.args}
     model.divisions = [
         (a, b) for a, b in interpreter.divisions if a in parameters and b in parameters
     ]

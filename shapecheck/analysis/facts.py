@@ -6,12 +6,13 @@ Every evaluated expression gets one fact. Facts are immutable; an operation make
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field, replace
-
-import libcst as cst
 
 from shapecheck.analysis.dims import Dim
 from shapecheck.analysis.layout import Layout
+
+FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 
 
 class Fact:
@@ -47,7 +48,7 @@ class ScalarFact(Fact):
 
     scale: Scale | None = None
     value: float | None = None
-    origin: cst.CSTNode | None = field(default=None, compare=False)
+    origin: ast.AST | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ def scale_of(fact: Fact) -> Scale | None:
 class ScaleEvidence:
     """Something multiplied the values by ``factor`` (``None``: by what, nobody knows)."""
 
-    node: cst.CSTNode
+    node: ast.AST
     factor: Scale | None
 
 
@@ -135,7 +136,7 @@ class ModuleFact(Fact):
 class FunctionRef(Fact):
     """A function defined in the analysed module, with the names it closes over."""
 
-    node: cst.FunctionDef
+    node: FunctionNode
     closure: tuple[tuple[str, Fact], ...] = ()
     class_name: str | None = None
 
@@ -159,7 +160,7 @@ class AxisOp:
     """The axis-reordering operation that directly produced a tensor."""
 
     name: str
-    node: cst.CSTNode
+    node: ast.AST
     input_rank: int | None
     axes: tuple[int, ...]
 
@@ -168,11 +169,11 @@ class AxisOp:
 class Product:
     """A batched matrix product ``left · right`` and the axes it contracts."""
 
-    node: cst.CSTNode
+    node: ast.AST
     left: TensorFact
     right: TensorFact
-    left_node: cst.BaseExpression
-    right_node: cst.BaseExpression
+    left_node: ast.expr
+    right_node: ast.expr
     left_contracted: int
     right_contracted: int
     key_axis: int = -1
@@ -196,7 +197,7 @@ class TensorFact(Fact):
 
     shape: tuple[Dim, ...] | None = None
     layout: Layout | None = None
-    origin: cst.CSTNode | None = field(default=None, compare=False)
+    origin: ast.AST | None = field(default=None, compare=False)
     is_parameter: bool = False
     scaling: tuple[ScaleEvidence, ...] | None = ()
     product: Product | None = None
@@ -212,7 +213,7 @@ class TensorFact(Fact):
     """For a mask: ``attend`` (True where attention is allowed) or ``block``."""
     weights: bool = False
     """Attention weights: the softmax of attention scores."""
-    masked_weights: cst.CSTNode | None = field(default=None, compare=False)
+    masked_weights: ast.AST | None = field(default=None, compare=False)
     """Where attention weights were masked after their softmax (until renormalised)."""
     probabilities: bool = False
     """A softmax output (what a cross-entropy loss must not be given)."""
@@ -220,10 +221,10 @@ class TensorFact(Fact):
     """An additive mask made from a literal (``(1 - mask) * -1e9``)."""
     masked_with: frozenset[str] = frozenset()
     """The masks (as written) already applied to these attention scores or weights."""
-    from_number: cst.Call | None = field(default=None, compare=False)
+    from_number: ast.Call | None = field(default=None, compare=False)
     """The ``torch.tensor(<python number>)`` call that built this host constant, until it is
     placed on a device (``.to(x.device)``, ``.to(x)``)."""
-    unread_fills: tuple[tuple[cst.CSTNode, float], ...] = field(default=(), compare=False)
+    unread_fills: tuple[tuple[ast.AST, float], ...] = field(default=(), compare=False)
     """Literals written into these scores that matter only once a softmax reads them: a fill
     too weak to mask, or an additive fill that float16 turns into ``-inf``."""
 

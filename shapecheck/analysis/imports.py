@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
-
-import libcst as cst
 
 # Spellings that reach the same function; the analysis knows each op by its canonical name.
 _CANONICAL = {
@@ -19,19 +18,19 @@ def canonical(qualified: str) -> str:
     return _CANONICAL.get(qualified, qualified)
 
 
-def dotted_name(node: cst.BaseExpression) -> str | None:
+def dotted_name(node: ast.AST) -> str | None:
     """``a.b.c`` for a chain of names and attributes, else ``None``."""
     parts: list[str] = []
-    while isinstance(node, cst.Attribute):
-        parts.append(node.attr.value)
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
         node = node.value
-    if not isinstance(node, cst.Name):
+    if not isinstance(node, ast.Name):
         return None
-    parts.append(node.value)
+    parts.append(node.id)
     return ".".join(reversed(parts))
 
 
-def collect_imports(module: cst.Module) -> dict[str, str]:
+def collect_imports(module: ast.Module) -> dict[str, str]:
     """Map each name bound by an import anywhere in ``module`` to what it imports.
 
     ``import torch as th`` binds ``th -> torch``; ``import torch.nn.functional as F`` binds
@@ -40,56 +39,33 @@ def collect_imports(module: cst.Module) -> dict[str, str]:
     Relative and star imports bind nothing. Only statements are walked, never expressions.
     """
     aliases: dict[str, str] = {}
-    for statement in _small_statements(module):
-        if isinstance(statement, cst.Import):
-            _bind_import(statement, aliases)
-        elif isinstance(statement, cst.ImportFrom):
-            _bind_import_from(statement, aliases)
+    for statement in _statements(module.body):
+        if isinstance(statement, ast.Import):
+            for alias in statement.names:
+                top = alias.name.split(".")[0]
+                aliases[alias.asname or top] = alias.name if alias.asname else top
+        elif isinstance(statement, ast.ImportFrom) and not statement.level and statement.module:
+            for alias in statement.names:
+                if alias.name != "*":
+                    aliases[alias.asname or alias.name] = f"{statement.module}.{alias.name}"
     return aliases
 
 
-_BLOCKS = (
-    cst.BaseCompoundStatement,
-    cst.BaseSuite,
-    cst.Else,
-    cst.ExceptHandler,
-    cst.ExceptStarHandler,
-    cst.Finally,
-    cst.MatchCase,
-)
+def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Every statement of ``body`` and of the blocks inside it, functions and classes too."""
+    for statement in body:
+        yield statement
+        for block in nested_blocks(statement):
+            yield from _statements(block)
 
 
-def _small_statements(node: cst.CSTNode) -> Iterator[cst.BaseSmallStatement]:
-    for child in node.children:
-        if isinstance(child, cst.SimpleStatementLine | cst.SimpleStatementSuite):
-            yield from child.body
-        elif isinstance(child, _BLOCKS):
-            yield from _small_statements(child)
-
-
-def _bind_import(node: cst.Import, aliases: dict[str, str]) -> None:
-    for alias in node.names:
-        target = dotted_name(alias.name)
-        if target is None:
-            continue
-        if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-            aliases[alias.asname.name.value] = target
-        else:
-            top = target.split(".")[0]
-            aliases[top] = top
-
-
-def _bind_import_from(node: cst.ImportFrom, aliases: dict[str, str]) -> None:
-    if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
-        return
-    base = dotted_name(node.module)
-    if base is None:
-        return
-    for alias in node.names:
-        name = dotted_name(alias.name)
-        if name is None:
-            continue
-        local = name
-        if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-            local = alias.asname.name.value
-        aliases[local] = f"{base}.{name}"
+def nested_blocks(statement: ast.stmt) -> Iterator[list[ast.stmt]]:
+    """The statement lists a compound statement holds (bodies, branches, handlers, cases)."""
+    for name in ("body", "orelse", "finalbody"):
+        block = getattr(statement, name, None)
+        if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+            yield block
+    for handler in getattr(statement, "handlers", ()):
+        yield handler.body
+    for case in getattr(statement, "cases", ()):
+        yield case.body

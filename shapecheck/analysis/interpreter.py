@@ -7,10 +7,9 @@ joins environments where control flow merges. It never runs the code it reads.
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-
-import libcst as cst
 
 from shapecheck.analysis.annotations import ShapeSpec, contradiction, parse_shape, shape_of
 from shapecheck.analysis.dims import Dim
@@ -19,6 +18,7 @@ from shapecheck.analysis.facts import (
     UNKNOWN,
     ClassRef,
     Fact,
+    FunctionNode,
     FunctionRef,
     InstanceFact,
     IntFact,
@@ -86,7 +86,7 @@ class ClassModel:
 
     name: str
     attributes: dict[str, Fact] = field(default_factory=dict)
-    methods: dict[str, cst.FunctionDef] = field(default_factory=dict)
+    methods: dict[str, FunctionNode] = field(default_factory=dict)
     divisions: list[tuple[str, str]] = field(default_factory=list)
     """``(numerator, denominator)`` parameters of ``__init__`` that it divides."""
 
@@ -97,24 +97,45 @@ class ModuleContext:
 
     imports: dict[str, str]
     shapes: bool = True
-    functions: dict[str, cst.FunctionDef] = field(default_factory=dict)
+    functions: dict[str, FunctionNode] = field(default_factory=dict)
     classes: dict[str, ClassModel] = field(default_factory=dict)
-    call_sites: dict[cst.FunctionDef, list[dict[str, Fact] | None]] = field(default_factory=dict)
+    call_sites: dict[FunctionNode, list[dict[str, Fact] | None]] = field(default_factory=dict)
     """Arguments at each call of a module function (``None``: not mappable, e.g. ``*args``)."""
     call_sites_frozen: bool = False
-    parameter_facts: dict[cst.FunctionDef, dict[str, Fact]] = field(default_factory=dict)
+    parameter_facts: dict[FunctionNode, dict[str, Fact]] = field(default_factory=dict)
     """What the callers in this module agree each parameter is."""
+    attribute_names: dict[ast.Attribute, ast.Name] = field(default_factory=dict)
+    """The name after the dot of each ``x.attr`` an op is anchored at (see ``attribute_name``)."""
+
+    def attribute_name(self, node: ast.Attribute) -> ast.Name:
+        """``attr`` in ``x.attr`` as a node of its own: ``ast`` gives it no position, and a finding
+        about ``x.transpose(1, 2).view(...)`` points at ``view``. One node per attribute, so an
+        observation made twice is the same observation."""
+        name = self.attribute_names.get(node)
+        if name is None:
+            end_line, end_column = node.end_lineno, node.end_col_offset
+            assert end_line is not None and end_column is not None
+            start = end_column - len(node.attr.encode("utf-8"))
+            name = ast.Name(node.attr, ast.Load())
+            name.lineno, name.col_offset, name.end_lineno, name.end_col_offset = (
+                end_line,
+                start,
+                end_line,
+                end_column,
+            )
+            self.attribute_names[node] = name
+        return name
 
 
 @dataclass
 class FunctionFacts:
     """The result of interpreting one function: facts per expression, observations."""
 
-    node: cst.FunctionDef | cst.Module
+    node: FunctionNode | ast.Module
     name: str
-    facts: dict[cst.CSTNode, Fact]
+    facts: dict[ast.AST, Fact]
     observations: list[Observation]
-    bindings: list[tuple[cst.CSTNode, str, Fact]]
+    bindings: list[tuple[ast.AST, str, Fact]]
     """``(target, name, fact)`` for every parameter and assignment, in order."""
 
 
@@ -134,20 +155,23 @@ class Interpreter:
         self.record = record
         self.depth = depth
         self.env: dict[str, Fact] = {}
-        self.facts: dict[cst.CSTNode, Fact] = {}
+        self.paths: set[str] = set()
+        """Every dotted key (``self.proj``) the environment has held: forgetting ``x`` forgets
+        ``x.*`` without a scan of all the names (a module may bind thousands)."""
+        self.facts: dict[ast.AST, Fact] = {}
         self.observations: list[Observation] = []
         self.symbols: dict[str, Dim] = {}
         self.returns: list[Fact] = []
         self.copied: dict[str, str] = {}
         """``target -> source`` for assignments of an unknown name (``self.h = h``)."""
-        self.bindings: list[tuple[cst.CSTNode, str, Fact]] = []
+        self.bindings: list[tuple[ast.AST, str, Fact]] = []
         self.divisions: list[tuple[str, str]] = []
         """``a // b`` of plain names, as written."""
         self.function_name = ""
         self.annotation_sizes: dict[str, Dim] = {}
         """jaxtyping dimension names bound by the parameters' annotations."""
         self.return_spec: ShapeSpec | None = None
-        self.nested: list[tuple[cst.FunctionDef, dict[str, Fact]]] = []
+        self.nested: list[tuple[FunctionNode, dict[str, Fact]]] = []
         self.half_precision_branches = 0
         """How many enclosing branches test for float16 (``x.dtype == torch.float16``)."""
 
@@ -161,7 +185,7 @@ class Interpreter:
     def precision_aware(self) -> bool:
         return self.half_precision_branches > 0
 
-    def size(self, fact: Fact, node: cst.BaseExpression) -> Dim | None:
+    def size(self, fact: Fact, node: ast.expr) -> Dim | None:
         if isinstance(fact, IntFact):
             return None if fact.dim.value == -1 else fact.dim
         key = dotted_name(node)
@@ -179,12 +203,12 @@ class Interpreter:
 
     # --- entry points ------------------------------------------------------------------------
 
-    def run_function(self, node: cst.FunctionDef, arguments: dict[str, Fact] | None = None) -> Fact:
+    def run_function(self, node: FunctionNode, arguments: dict[str, Fact] | None = None) -> Fact:
         """Interpret ``node``'s body; ``arguments`` overrides the parameters' facts."""
-        self.function_name = node.name.value
-        constructor = node.name.value == "__init__"
-        for param in _parameters(node.params):
-            name = param.name.value
+        self.function_name = node.name
+        constructor = node.name == "__init__"
+        for param in parameters(node):
+            name = param.name
             if arguments is not None and name in arguments:
                 self.env[name] = arguments[name]
             elif name not in ("self", "cls"):
@@ -192,10 +216,10 @@ class Interpreter:
                 # a constructor's untyped parameters are sizes and options, not tensors
                 self.env[name] = UNKNOWN if constructor and isinstance(fact, TensorFact) else fact
             if self.record and name in self.env:
-                self.bindings.append((param.name, name, self.env[name]))
+                self.bindings.append((param.node, name, self.env[name]))
         if node.returns is not None:
-            self.return_spec = self._shape_spec(node.returns.annotation)
-        self.run_block(_body(node.body))
+            self.return_spec = self._shape_spec(node.returns)
+        self.run_block(node.body)
         if not self.returns:
             return UNKNOWN
         result = self.returns[0]
@@ -203,34 +227,32 @@ class Interpreter:
             result = join(result, other)
         return result
 
-    def run_block(self, statements: Sequence[cst.BaseStatement | cst.BaseSmallStatement]) -> bool:
+    def run_block(self, statements: Sequence[ast.stmt]) -> bool:
         """Interpret statements in order; ``False`` once control cannot fall through."""
         return all(self._statement(statement) for statement in statements)
 
-    def result(self, node: cst.FunctionDef | cst.Module, name: str) -> FunctionFacts:
+    def result(self, node: FunctionNode | ast.Module, name: str) -> FunctionFacts:
         return FunctionFacts(node, name, self.facts, self.observations, self.bindings)
 
     # --- statements ---------------------------------------------------------------------------
 
-    def _statement(self, statement: cst.BaseStatement | cst.BaseSmallStatement) -> bool:
+    def _statement(self, statement: ast.stmt) -> bool:
         match statement:
-            case cst.SimpleStatementLine(body=body):
-                return self.run_block(body)
-            case cst.Expr(value=value):
+            case ast.Expr(value=value):
                 self.eval(value)
-            case cst.Assign(targets=targets, value=value):
-                self._assign([target.target for target in targets], value)
-            case cst.AnnAssign(target=target, annotation=annotation, value=value) if (
+            case ast.Assign(targets=targets, value=value):
+                self._assign(targets, value)
+            case ast.AnnAssign(target=target, annotation=annotation, value=value) if (
                 value is not None
             ):
                 self._assign([target], value)
-                spec = self._shape_spec(annotation.annotation)
+                spec = self._shape_spec(annotation)
                 if spec is not None:
                     assigned = self.facts.get(value, UNKNOWN)
                     self._check_annotation(value, assigned, spec, dict(self.annotation_sizes))
-            case cst.AugAssign(target=target, operator=operator, value=value):
+            case ast.AugAssign(target=target, op=operator, value=value):
                 self._augmented(statement, target, operator, value)
-            case cst.Return(value=value):
+            case ast.Return(value=value):
                 returned = self.eval(value) if value is not None else UNKNOWN
                 if value is not None and self.return_spec is not None:
                     self._check_annotation(
@@ -238,35 +260,36 @@ class Interpreter:
                     )
                 self.returns.append(returned)
                 return False
-            case cst.Raise() | cst.Continue() | cst.Break():
+            case ast.Raise() | ast.Continue() | ast.Break():
                 return False
-            case cst.Del(target=target):
-                self._forget(target)
-            case cst.If():
+            case ast.Delete(targets=deleted):
+                for gone in deleted:
+                    self._forget(gone)
+            case ast.If():
                 return self._if(statement)
-            case cst.For() | cst.While():
+            case ast.For() | ast.AsyncFor() | ast.While():
                 self._loop(statement)
-            case cst.With(items=items, body=body):
+            case ast.With(items=items, body=body) | ast.AsyncWith(items=items, body=body):
                 for item in items:
-                    self.eval(item.item)
-                    if item.asname is not None:
-                        self._bind(item.asname.name, UNKNOWN)
-                return self.run_block(_body(body))
-            case cst.Try() | cst.TryStar():
+                    self.eval(item.context_expr)
+                    if item.optional_vars is not None:
+                        self._bind(item.optional_vars, UNKNOWN)
+                return self.run_block(body)
+            case ast.Try() | ast.TryStar():
                 self._try(statement)
-            case cst.FunctionDef():
+            case ast.FunctionDef() | ast.AsyncFunctionDef():
                 self._define(statement)
-            case cst.Assert(test=test):
+            case ast.Assert(test=test):
                 self.eval(test)
                 self.observe(DivisibilityCheck(_names_in(test)))
-            case cst.ClassDef(name=class_name):
-                self._forget_name(class_name.value)  # its body is analysed as methods
-            case cst.Match():
+            case ast.ClassDef(name=class_name):
+                self._forget_name(class_name)  # its body is analysed as methods
+            case ast.Match():
                 for name in _assigned_names(statement):
                     self._forget_name(name)
         return True
 
-    def _assign(self, targets: list[cst.BaseExpression], value: cst.BaseExpression) -> None:
+    def _assign(self, targets: list[ast.expr], value: ast.expr) -> None:
         fact = self.eval(value)
         source = dotted_name(value)
         for target in targets:
@@ -279,46 +302,31 @@ class Interpreter:
 
     def _augmented(
         self,
-        statement: cst.AugAssign,
-        target: cst.BaseExpression,
-        operator: cst.BaseAugOp,
-        value: cst.BaseExpression,
+        statement: ast.AugAssign,
+        target: ast.expr,
+        operator: ast.operator,
+        value: ast.expr,
     ) -> None:
         current = self.eval(target)
         other = self.eval(value)
-        symbol = {
-            cst.MultiplyAssign: "*",
-            cst.DivideAssign: "/",
-            cst.AddAssign: "+",
-            cst.SubtractAssign: "-",
-            cst.FloorDivideAssign: "//",
-        }.get(type(operator))
+        symbol = _ARITHMETIC.get(type(operator))
         result: Fact = UNKNOWN
         if symbol is not None:
             result = arithmetic(self, statement, symbol, current, other)
         self._bind(target, result)
 
-    def _if(self, statement: cst.If) -> bool:
+    def _if(self, statement: ast.If) -> bool:
         self.eval(statement.test)
-        if any(
-            isinstance(line, cst.SimpleStatementLine)
-            and any(isinstance(small, cst.Raise) for small in line.body)
-            for line in _body(statement.body)
-        ):
+        if any(isinstance(line, ast.Raise) for line in statement.body):
             self.observe(DivisibilityCheck(_names_in(statement.test)))
         before = dict(self.env)
         branches: list[dict[str, Fact]] = []
         guard = 1 if _tests_half_precision(statement.test) else 0
         self.half_precision_branches += guard
-        if self.run_block(_body(statement.body)):
+        if self.run_block(statement.body):
             branches.append(self.env)
         self.env = dict(before)
-        orelse = statement.orelse
-        falls_through = True
-        if isinstance(orelse, cst.If):
-            falls_through = self._if(orelse)
-        elif isinstance(orelse, cst.Else):
-            falls_through = self.run_block(_body(orelse.body))
+        falls_through = self.run_block(statement.orelse)  # ``elif`` is an ``if`` in ``orelse``
         self.half_precision_branches -= guard
         if falls_through:
             branches.append(self.env)
@@ -328,57 +336,56 @@ class Interpreter:
         self.env = _join_environments(branches)
         return True
 
-    def _loop(self, statement: cst.For | cst.While) -> None:
-        if isinstance(statement, cst.For):
+    def _loop(self, statement: ast.For | ast.AsyncFor | ast.While) -> None:
+        if isinstance(statement, ast.While):
+            self.eval(statement.test)
+        else:
             self.eval(statement.iter)
             self._bind(statement.target, UNKNOWN)
-        else:
-            self.eval(statement.test)
         before = dict(self.env)
-        self.run_block(_body(statement.body))
+        self.run_block(statement.body)
         self.env = _join_environments([before, self.env])
-        if statement.orelse is not None:
-            self.run_block(_body(statement.orelse.body))
+        self.run_block(statement.orelse)
 
-    def _try(self, statement: cst.Try | cst.TryStar) -> None:
+    def _try(self, statement: ast.Try | ast.TryStar) -> None:
         before = dict(self.env)
         outcomes: list[dict[str, Fact]] = []
-        if self.run_block(_body(statement.body)) and (
-            statement.orelse is None or self.run_block(_body(statement.orelse.body))
-        ):
+        if self.run_block(statement.body) and self.run_block(statement.orelse):
             outcomes.append(self.env)
         for handler in statement.handlers:
             self.env = _join_environments([before, *outcomes]) if outcomes else dict(before)
             if handler.name is not None:
-                self._bind(handler.name.name, UNKNOWN)
-            if self.run_block(_body(handler.body)):
+                self._forget_name(handler.name)
+                self.env[handler.name] = UNKNOWN
+            if self.run_block(handler.body):
                 outcomes.append(self.env)
         self.env = _join_environments(outcomes) if outcomes else before
-        if statement.finalbody is not None:
-            self.run_block(_body(statement.finalbody.body))
+        self.run_block(statement.finalbody)
 
-    def _define(self, node: cst.FunctionDef) -> None:
+    def _define(self, node: FunctionNode) -> None:
         closure = dict(self.env)
-        self.env[node.name.value] = FunctionRef(node, tuple(closure.items()))
+        self.env[node.name] = FunctionRef(node, tuple(closure.items()))
         if self.record:
             self.nested.append((node, closure))
 
     # --- binding ----------------------------------------------------------------------------
 
-    def _bind(self, target: cst.BaseExpression, fact: Fact) -> None:
-        if isinstance(target, cst.Name | cst.Attribute):
+    def _bind(self, target: ast.expr, fact: Fact) -> None:
+        if isinstance(target, ast.Name | ast.Attribute):
             key = dotted_name(target)
             if key is None:
                 self.eval(target)
                 return
             self._forget_name(key)
             self.env[key] = fact
+            if "." in key:
+                self.paths.add(key)
             if self.record:
                 self.bindings.append((target, key, fact))
-        elif isinstance(target, cst.Tuple | cst.List):
-            elements = [element.value for element in target.elements]
+        elif isinstance(target, ast.Tuple | ast.List):
+            elements = target.elts
             items: Sequence[Fact] | None = None
-            starred = any(isinstance(element, cst.StarredElement) for element in target.elements)
+            starred = any(isinstance(element, ast.Starred) for element in elements)
             if isinstance(fact, TupleFact) and not starred:
                 items = fact.items
             elif isinstance(fact, SizeFact) and not starred:
@@ -389,34 +396,39 @@ class Interpreter:
                 items = [UNKNOWN] * len(elements)
             for element, item in zip(elements, items, strict=True):
                 self._bind(element, item)
-        elif isinstance(target, cst.StarredElement):
+        elif isinstance(target, ast.Starred):
             self._bind(target.value, UNKNOWN)
         else:
             self.eval(target)  # x[i] = v: the tensor keeps its facts
 
+    def inherit(self, facts: dict[str, Fact]) -> None:
+        """Start from ``facts`` (a closure, the module's globals)."""
+        self.env.update(facts)
+        self.paths.update(name for name in facts if "." in name)
+
     def _forget_name(self, key: str) -> None:
         prefix = key + "."
-        for name in [name for name in self.env if name.startswith(prefix)]:
-            del self.env[name]
+        for name in [name for name in self.paths if name.startswith(prefix)]:
+            self.env.pop(name, None)
         self.env.pop(key, None)
         self.symbols.pop(key, None)
 
-    def _forget(self, target: cst.BaseExpression) -> None:
-        if isinstance(target, cst.Tuple):
-            for element in target.elements:
-                self._forget(element.value)
+    def _forget(self, target: ast.expr) -> None:
+        if isinstance(target, ast.Tuple | ast.List):
+            for element in target.elts:
+                self._forget(element)
             return
         key = dotted_name(target)
         if key is not None:
             self._forget_name(key)
 
-    def _unpack_shape(self, target: cst.BaseExpression, value: cst.BaseExpression) -> bool:
+    def _unpack_shape(self, target: ast.expr, value: ast.expr) -> bool:
         """``B, L, E = x.shape`` (or ``x.size()``): learn x's rank, name its sizes."""
         receiver = _shape_receiver(value)
-        if receiver is None or not isinstance(target, cst.Tuple | cst.List):
+        if receiver is None or not isinstance(target, ast.Tuple | ast.List):
             return False
-        elements = [element.value for element in target.elements]
-        if any(isinstance(element, cst.StarredElement) for element in target.elements):
+        elements = target.elts
+        if any(isinstance(element, ast.Starred) for element in elements):
             return False
         key = dotted_name(receiver)
         tensor = self.env.get(key) if key is not None else None
@@ -436,7 +448,7 @@ class Interpreter:
             self._bind(element, IntFact(dim))
         return True
 
-    def _size_named(self, target: cst.BaseExpression) -> Dim:
+    def _size_named(self, target: ast.expr) -> Dim:
         """The size an unpacking target names: a name already holding a size keeps it
         (``B, H, S, D = k.shape`` after ``B, H, L, D = q.shape`` says k shares B, H, D)."""
         name = dotted_name(target)
@@ -447,32 +459,32 @@ class Interpreter:
             return bound.dim
         return Dim.symbol(name)
 
-    def _parameter_fact(self, param: cst.Param) -> Fact:
+    def _parameter_fact(self, param: Parameter) -> Fact:
         """A parameter: a number when annotated or defaulted as one, otherwise a tensor
         (with the shape its jaxtyping annotation names)."""
-        if param.annotation is not None:
-            spec = self._shape_spec(param.annotation.annotation)
+        annotation_node = param.node.annotation
+        if annotation_node is not None:
+            spec = self._shape_spec(annotation_node)
             if spec is not None:
                 shape = shape_of(spec, self.annotation_sizes)
                 rank = None if shape is None else len(shape)
                 return TensorFact(shape, Layout.contiguous(rank), scaling=PARAMETER_SCALING)
-        annotation = dotted_name(param.annotation.annotation) if param.annotation else None
+        annotation = dotted_name(annotation_node) if annotation_node is not None else None
         if annotation in self.context.classes:
             return InstanceFact(annotation)
         kind = annotation if annotation in _NUMBER_ANNOTATIONS else _literal_kind(param.default)
         if kind == "int":
-            return IntFact(self.symbol(param.name.value))
+            return IntFact(self.symbol(param.name))
         if kind == "float":
             default = param.default
-            value = default.evaluated_value if isinstance(default, cst.Float) else None
-            return ScalarFact(value=value, origin=default)
-        if kind is not None or param.star in ("*", "**"):
+            return ScalarFact(value=_float_literal(default), origin=default)
+        if kind is not None or param.star:
             return UNKNOWN
         return TensorFact(layout=Layout.contiguous(None), scaling=PARAMETER_SCALING)
 
     # --- expressions --------------------------------------------------------------------------
 
-    def eval(self, node: cst.BaseExpression) -> Fact:
+    def eval(self, node: ast.expr) -> Fact:
         fact = self._eval(node)
         if not self.context.shapes and isinstance(fact, TensorFact) and fact.shape is not None:
             fact = replace(fact, shape=None, layout=None, known_last=None)
@@ -480,34 +492,33 @@ class Interpreter:
             self.facts[node] = fact
         return fact
 
-    def _eval(self, node: cst.BaseExpression) -> Fact:
+    def _eval(self, node: ast.expr) -> Fact:
         match node:
-            case cst.Name(value=name):
+            case ast.Name(id=name):
                 return self._name(name)
-            case cst.Attribute():
+            case ast.Attribute():
                 return self._attribute(node)
-            case cst.Call():
+            case ast.Call():
                 return self._call(node)
-            case cst.Integer():
-                value = node.evaluated_value
-                return IntFact(Dim.constant(value)) if isinstance(value, int) else UNKNOWN
-            case cst.Float():
-                return ScalarFact(value=float(node.evaluated_value), origin=node)
-            case cst.Imaginary():
-                return ScalarFact()
-            case cst.UnaryOperation(operator=operator, expression=expression):
-                return self._unary(operator, expression, node)
-            case cst.BinaryOperation():
+            case ast.Constant(value=value):
+                if type(value) is int:
+                    return IntFact(Dim.constant(value))
+                if type(value) is float:
+                    return ScalarFact(value=value, origin=node)
+                return ScalarFact() if type(value) is complex else UNKNOWN
+            case ast.UnaryOp(op=operator, operand=operand):
+                return self._unary(operator, operand, node)
+            case ast.BinOp():
                 return self._binary(node)
-            case cst.Tuple(elements=elements) | cst.List(elements=elements):
+            case ast.Tuple(elts=elements) | ast.List(elts=elements):
                 return self._sequence(elements)
-            case cst.Subscript():
+            case ast.Subscript():
                 return self._subscript(node)
-            case cst.IfExp(test=test, body=body, orelse=orelse):
+            case ast.IfExp(test=test, body=body, orelse=orelse):
                 self.eval(test)
                 return join(self.eval(body), self.eval(orelse))
-            case cst.Comparison(left=left, comparisons=comparisons):
-                facts = [self.eval(left), *(self.eval(c.comparator) for c in comparisons)]
+            case ast.Compare(left=left, ops=operators, comparators=comparators):
+                facts = [self.eval(left), *(self.eval(c) for c in comparators)]
                 tensors = [fact for fact in facts if isinstance(fact, TensorFact)]
                 if not tensors:
                     return UNKNOWN
@@ -515,47 +526,46 @@ class Interpreter:
                     shape=tensors[0].shape,
                     origin=node,
                     dtype="bool",
-                    polarity=_compared_polarity(facts, comparisons),
+                    polarity=_compared_polarity(facts, operators, comparators),
                 )
-            case cst.BooleanOperation(left=left, right=right):
-                self.eval(left)
-                self.eval(right)
+            case ast.BoolOp(values=values):
+                for value in values:
+                    self.eval(value)
                 return UNKNOWN
-            case cst.NamedExpr(target=target, value=value):
+            case ast.NamedExpr(target=target, value=value):
                 fact = self.eval(value)
                 self._bind(target, fact)
                 return fact
-            case cst.Await(expression=expression):
-                self.eval(expression)
+            case ast.Await(value=value):
+                self.eval(value)
                 return UNKNOWN
-            case cst.ListComp() | cst.SetComp() | cst.GeneratorExp():
+            case ast.ListComp() | ast.SetComp() | ast.GeneratorExp():
                 return RepeatedFact(self._comprehension(node))
         return UNKNOWN
 
-    def _comprehension(self, node: cst.ListComp | cst.SetComp | cst.GeneratorExp) -> Fact:
+    def _comprehension(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp) -> Fact:
         """The fact of every element: ``elt`` with the loop targets unknown, in a scope of its
         own (so ``[nn.MultiheadAttention(100, 3) for _ in range(n)]`` is still checked)."""
         outer = dict(self.env)
-        clause: cst.CompFor | None = node.for_in
-        while clause is not None:
+        for clause in node.generators:
             self.eval(clause.iter)
             self._bind(clause.target, UNKNOWN)
             for condition in clause.ifs:
-                self.eval(condition.test)
-            clause = clause.inner_for_in
+                self.eval(condition)
         element = self.eval(node.elt)
         self.env = outer
         return element
 
-    def _sequence(self, elements: Sequence[cst.BaseElement]) -> Fact:
+    def _sequence(self, elements: Sequence[ast.expr]) -> Fact:
         """``(a, b)``, and ``(*shape, -1, d)`` when ``shape``'s length is known."""
         items: list[Fact] = []
         known = True
         for element in elements:
+            if not isinstance(element, ast.Starred):
+                items.append(self.eval(element))
+                continue
             fact = self.eval(element.value)
-            if not isinstance(element, cst.StarredElement):
-                items.append(fact)
-            elif isinstance(fact, SizeFact | TupleFact):
+            if isinstance(fact, SizeFact | TupleFact):
                 items.extend(_as_items(fact))
             else:
                 known = False  # spliced in, length unknown
@@ -574,19 +584,19 @@ class Interpreter:
             return QualifiedName(f"builtins.{name}")
         return UNKNOWN
 
-    def _attribute(self, node: cst.Attribute) -> Fact:
+    def _attribute(self, node: ast.Attribute) -> Fact:
         key = dotted_name(node)
         if key is not None and key in self.env:
             return self.env[key]
         return self._member(node, self.eval(node.value))
 
-    def _member(self, node: cst.Attribute, base: Fact) -> Fact:
+    def _member(self, node: ast.Attribute, base: Fact) -> Fact:
         """``node.attr`` looked up on ``base``, the already evaluated ``node.value``."""
         key = dotted_name(node)
         if key is not None and key in self.env:
             return self.env[key]
-        attribute = node.attr.value
-        if isinstance(node.value, cst.Name) and node.value.value == "self":
+        attribute = node.attr
+        if isinstance(node.value, ast.Name) and node.value.id == "self":
             model = self.class_model
             if model is not None and attribute in model.attributes:
                 return model.attributes[attribute]
@@ -618,21 +628,20 @@ class Interpreter:
         if attribute == "ndim":
             return IntFact(Dim.constant(tensor.rank)) if tensor.rank is not None else UNKNOWN
         if attribute in ("T", "mT"):
-            call = OpCall(attribute, node, node.attr, tensor, node.value, self)
+            anchor = self.context.attribute_name(node)
+            call = OpCall(attribute, node, anchor, tensor, node.value, self)
             return reversed_axes(call) if attribute == "T" else last_two_swapped(call)
         return UNKNOWN
 
-    def _unary(
-        self, operator: cst.BaseUnaryOp, expression: cst.BaseExpression, node: cst.BaseExpression
-    ) -> Fact:
+    def _unary(self, operator: ast.unaryop, expression: ast.expr, node: ast.expr) -> Fact:
         fact = self.eval(expression)
-        if isinstance(operator, cst.Minus) and isinstance(fact, IntFact):
+        if isinstance(operator, ast.USub) and isinstance(fact, IntFact):
             return IntFact(Dim.constant(-1) * fact.dim)
-        if isinstance(operator, cst.BitInvert) and isinstance(fact, TensorFact):
+        if isinstance(operator, ast.Invert) and isinstance(fact, TensorFact):
             return negated(fact, node)
         if isinstance(fact, TensorFact):
             return fact.derive(origin=node, product=None, scaling=fact.scaling)
-        if isinstance(fact, ScalarFact) and isinstance(operator, cst.Minus):
+        if isinstance(fact, ScalarFact) and isinstance(operator, ast.USub):
             value = None if fact.value is None else -fact.value
             scale = (
                 None
@@ -644,22 +653,16 @@ class Interpreter:
             return fact
         return UNKNOWN
 
-    def _binary(self, node: cst.BinaryOperation) -> Fact:
+    def _binary(self, node: ast.BinOp) -> Fact:
         left = self.eval(node.left)
         right = self.eval(node.right)
-        operator = node.operator
-        if isinstance(operator, cst.MatrixMultiply):
+        operator = node.op
+        if isinstance(operator, ast.MatMult):
             left_tensor, right_tensor = as_tensor(left), as_tensor(right)
             if left_tensor is None or right_tensor is None:
                 return UNKNOWN
             return matrix_product(self, node, left_tensor, right_tensor, node.left, node.right)
-        symbol = {
-            cst.Multiply: "*",
-            cst.Divide: "/",
-            cst.Add: "+",
-            cst.Subtract: "-",
-            cst.FloorDivide: "//",
-        }.get(type(operator))
+        symbol = _ARITHMETIC.get(type(operator))
         sequences = (SizeFact, TupleFact)
         if symbol == "+" and isinstance(left, sequences) and isinstance(right, sequences):
             return TupleFact(_as_items(left) + _as_items(right))
@@ -671,7 +674,7 @@ class Interpreter:
                 return sizes
         if symbol is not None:
             return arithmetic(self, node, symbol, left, right)
-        if isinstance(operator, cst.Power):
+        if isinstance(operator, ast.Pow):
             exponent = scale_of(right)
             power = exponent.coefficient if exponent and exponent.base == Dim.constant(1) else None
             if isinstance(left, TensorFact):
@@ -683,7 +686,7 @@ class Interpreter:
         return UNKNOWN
 
     def _size_arithmetic(
-        self, symbol: str, node: cst.BinaryOperation, left: Fact, right: Fact
+        self, symbol: str, node: ast.BinOp, left: Fact, right: Fact
     ) -> IntFact | None:
         """``d_model // num_heads`` or ``num_heads * head_dim`` on names not known to be
         tensors: size arithmetic (a product needs one side already known to be a size)."""
@@ -702,25 +705,27 @@ class Interpreter:
             self._divided(node)
         return IntFact(a.floordiv(b, origin=node))
 
-    def _divided(self, node: cst.BinaryOperation) -> None:
+    def _divided(self, node: ast.BinOp) -> None:
         """Remember a division of named sizes, for SC502."""
-        if isinstance(node.left, cst.Name) and isinstance(node.right, cst.Name):
-            self.divisions.append((node.left.value, node.right.value))
+        if isinstance(node.left, ast.Name) and isinstance(node.right, ast.Name):
+            self.divisions.append((node.left.id, node.right.id))
         constructor = self.function_name == "__init__"
         self.observe(SizeDivision(node, _names_in(node.left), _names_in(node.right), constructor))
 
-    def _shape_spec(self, annotation: cst.BaseExpression) -> ShapeSpec | None:
+    def _shape_spec(self, annotation: ast.expr) -> ShapeSpec | None:
         """The shape a jaxtyping annotation (``Float[Tensor, "b l d"]``) names, if any."""
-        if not isinstance(annotation, cst.Subscript) or len(annotation.slice) != 2:
+        if not isinstance(annotation, ast.Subscript):
+            return None
+        pieces = _subscript_pieces(annotation)
+        if len(pieces) != 2:
             return None
         kind = self._eval(annotation.value)
         if not isinstance(kind, QualifiedName) or not kind.name.startswith("jaxtyping."):
             return None
-        text = annotation.slice[1].slice
-        if not isinstance(text, cst.Index) or not isinstance(text.value, cst.SimpleString):
+        text = pieces[1]
+        if not isinstance(text, ast.Constant) or not isinstance(text.value, str):
             return None
-        value = text.value.evaluated_value
-        return parse_shape(value) if isinstance(value, str) else None
+        return parse_shape(text.value)
 
     def _check_arguments(
         self,
@@ -729,31 +734,30 @@ class Interpreter:
         kwargs: dict[str, Argument],
     ) -> None:
         """Arguments against the callee's jaxtyping annotations (names bound per call)."""
-        params = _parameters(function.node.params)
-        if function.class_name is not None and params and params[0].name.value in ("self", "cls"):
-            params = params[1:]
-        by_name = {param.name.value: param for param in params}
+        params = _callee_parameters(function)
+        by_name = {param.name: param for param in params}
         passed = [(param, argument) for param, argument in zip(params, args, strict=False)]
         passed += [(by_name[key], argument) for key, argument in kwargs.items() if key in by_name]
         sizes: dict[str, Dim] = {}
         for param, (fact, node) in passed:
-            spec = self._shape_spec(param.annotation.annotation) if param.annotation else None
+            annotation = param.node.annotation
+            spec = self._shape_spec(annotation) if annotation is not None else None
             if spec is not None:
                 self._check_annotation(node, fact, spec, sizes)
 
     def _check_annotation(
-        self, node: cst.CSTNode, fact: Fact, spec: ShapeSpec, sizes: dict[str, Dim]
+        self, node: ast.AST, fact: Fact, spec: ShapeSpec, sizes: dict[str, Dim]
     ) -> None:
         if isinstance(fact, TensorFact) and fact.shape is not None:
             reason = contradiction(spec, fact.shape, sizes)
             if reason is not None:
                 self.observe(AnnotationMismatch(node, spec.text, fact.shape, reason))
 
-    def _subscript(self, node: cst.Subscript) -> Fact:
+    def _subscript(self, node: ast.Subscript) -> Fact:
         base = self.eval(node.value)
-        for element in node.slice:
-            if isinstance(element.slice, cst.Index):
-                self.eval(element.slice.value)
+        for piece in _subscript_pieces(node):
+            if not isinstance(piece, ast.Slice):
+                self.eval(piece)
         index = _single_index(node)
         if isinstance(base, SizeFact | TupleFact) and index is None:
             window = _literal_slice(node)
@@ -771,8 +775,8 @@ class Interpreter:
             return UNKNOWN
         receiver = node.value
         if (
-            isinstance(receiver, cst.Attribute)
-            and receiver.attr.value == "shape"
+            isinstance(receiver, ast.Attribute)
+            and receiver.attr == "shape"
             and base is UNKNOWN
             and index is not None
         ):
@@ -785,9 +789,9 @@ class Interpreter:
 
     # --- calls ------------------------------------------------------------------------------
 
-    def _call(self, node: cst.Call) -> Fact:
+    def _call(self, node: ast.Call) -> Fact:
         func = node.func
-        if isinstance(func, cst.Attribute):
+        if isinstance(func, ast.Attribute):
             receiver = self.eval(func.value)
             callee = self._member(func, receiver)
             if self.record:
@@ -827,7 +831,7 @@ class Interpreter:
     def _construct(
         self,
         cls: ClassRef,
-        node: cst.Call,
+        node: ast.Call,
         args: list[Argument],
         kwargs: dict[str, Argument],
     ) -> None:
@@ -845,28 +849,30 @@ class Interpreter:
                     what = f"{numerator} by {denominator}"
                     self.observe(IndivisibleSizes(node, what, top, bottom))
 
-    def _arguments(self, node: cst.Call) -> tuple[list[Argument], dict[str, Argument]]:
+    def _arguments(self, node: ast.Call) -> tuple[list[Argument], dict[str, Argument]]:
         args: list[Argument] = []
         kwargs: dict[str, Argument] = {}
         for argument in node.args:
-            fact = self.eval(argument.value)
-            if argument.keyword is not None:
-                kwargs[argument.keyword.value] = (fact, argument.value)
-            elif argument.star == "*":
-                args.append((UNKNOWN, cst.StarredElement(argument.value)))
-            elif argument.star == "":
-                args.append((fact, argument.value))
+            if isinstance(argument, ast.Starred):
+                self.eval(argument.value)
+                args.append((UNKNOWN, argument))
+            else:
+                args.append((self.eval(argument), argument))
+        for keyword in node.keywords:
+            fact = self.eval(keyword.value)
+            if keyword.arg is not None:  # ``**options`` maps to no parameter we can name
+                kwargs[keyword.arg] = (fact, keyword.value)
         return args, kwargs
 
     def _method(
         self,
-        node: cst.Call,
-        func: cst.Attribute,
+        node: ast.Call,
+        func: ast.Attribute,
         receiver: Fact,
         args: list[Argument],
         kwargs: dict[str, Argument],
     ) -> Fact:
-        name = func.attr.value
+        name = func.attr
         if isinstance(receiver, ModuleFact) and name in _MODULE_RETURNS_ITSELF:
             return receiver  # self.proj = nn.Linear(a, b).to(device)
         tensor = as_tensor(receiver)
@@ -882,17 +888,16 @@ class Interpreter:
             if in_place:
                 self._rebind(func.value, tensor.derive(product=None, scaling=None))
             return UNKNOWN
+        anchor = self.context.attribute_name(func)
         op = OpCall(
-            name[:-1] if in_place else name, node, func.attr, tensor, func.value, self, args, kwargs
+            name[:-1] if in_place else name, node, anchor, tensor, func.value, self, args, kwargs
         )
         result = transfer(op)
         if in_place:
             self._rebind(func.value, result)
         return result
 
-    def _learn_width(
-        self, argument: cst.BaseExpression, tensor: TensorFact, module: ModuleFact
-    ) -> None:
+    def _learn_width(self, argument: ast.expr, tensor: TensorFact, module: ModuleFact) -> None:
         """After ``self.proj(x)`` with ``proj = nn.Linear(E, ...)``, ``x`` is ``E`` wide."""
         width = module.in_features
         key = dotted_name(argument)
@@ -906,14 +911,14 @@ class Interpreter:
         elif tensor.shape:
             self.env[key] = replace(tensor, shape=(*tensor.shape[:-1], width))
 
-    def _rebind(self, target: cst.BaseExpression, fact: Fact) -> None:
+    def _rebind(self, target: ast.expr, fact: Fact) -> None:
         key = dotted_name(target)
         if key is not None and key in self.env:
             self.env[key] = fact
 
     def _size_call(
         self,
-        receiver: cst.BaseExpression,
+        receiver: ast.expr,
         tensor: TensorFact,
         args: list[Argument],
     ) -> Fact:
@@ -935,7 +940,7 @@ class Interpreter:
     def _qualified(
         self,
         name: str,
-        node: cst.Call,
+        node: ast.Call,
         args: list[Argument],
         kwargs: dict[str, Argument],
     ) -> Fact:
@@ -953,14 +958,12 @@ class Interpreter:
         if name in ("math.sqrt", "numpy.sqrt"):
             root = scale_of(args[0][0]) if args else None
             return ScalarFact(scale=root.power(0.5) if root else None)
-        if name == "builtins.float" and args and isinstance(args[0][1], cst.SimpleString):
-            text = args[0][1].evaluated_value
+        literal = args[0][1] if args else None
+        if name == "builtins.float" and isinstance(literal, ast.Constant):
+            if not isinstance(literal.value, str):
+                return ScalarFact()
             try:
-                return (
-                    ScalarFact(value=float(text), origin=node)
-                    if isinstance(text, str)
-                    else ScalarFact()
-                )
+                return ScalarFact(value=float(literal.value), origin=node)
             except ValueError:
                 return ScalarFact()
         if name == "builtins.float" and args:
@@ -973,7 +976,7 @@ class Interpreter:
     def _inline(
         self,
         function: FunctionRef,
-        node: cst.Call,
+        node: ast.Call,
         args: list[Argument],
         kwargs: dict[str, Argument],
     ) -> Fact:
@@ -989,43 +992,40 @@ class Interpreter:
         callee = Interpreter(
             self.context, class_model=model or self.class_model, record=False, depth=self.depth + 1
         )
-        callee.env.update(dict(function.closure))
+        callee.inherit(dict(function.closure))
         return callee.run_function(function.node, arguments)
 
 
 # --- helpers --------------------------------------------------------------------------------
 
 
-class _LastNames(cst.CSTVisitor):
-    def __init__(self) -> None:
-        self.names: set[str] = set()
-
-    def visit_Attribute(self, node: cst.Attribute) -> bool:
-        self.names.add(node.attr.value)
-        return False
-
-    def visit_Name(self, node: cst.Name) -> None:
-        self.names.add(node.value)
+_ARITHMETIC: dict[type[ast.operator], str] = {
+    ast.Mult: "*",
+    ast.Div: "/",
+    ast.Add: "+",
+    ast.Sub: "-",
+    ast.FloorDiv: "//",
+}
 
 
 def _compared_polarity(
-    facts: list[Fact], comparisons: Sequence[cst.ComparisonTarget]
+    facts: list[Fact], operators: Sequence[ast.cmpop], comparators: Sequence[ast.expr]
 ) -> str | None:
     """``mask == 0`` flips a mask's polarity; ``!= 0``, ``> 0`` and ``== 1`` keep it;
     ``ids == pad_id`` is True at the padding (blocked), ``ids != pad_id`` at the tokens."""
-    if len(comparisons) != 1 or not isinstance(facts[0], TensorFact):
+    if len(operators) != 1 or not isinstance(facts[0], TensorFact):
         return None
-    mask, operator, number = facts[0], comparisons[0].operator, scale_of(facts[1])
-    padding = "pad" in (dotted_name(comparisons[0].comparator) or "").rsplit(".", 1)[-1]
-    if padding and isinstance(operator, cst.Equal | cst.NotEqual):
-        return "block" if isinstance(operator, cst.Equal) else "attend"
+    mask, operator, number = facts[0], operators[0], scale_of(facts[1])
+    padding = "pad" in (dotted_name(comparators[0]) or "").rsplit(".", 1)[-1]
+    if padding and isinstance(operator, ast.Eq | ast.NotEq):
+        return "block" if isinstance(operator, ast.Eq) else "attend"
     if mask.polarity is None or number is None or number.base != Dim.constant(1):
         return None
     value = number.coefficient
     flipped = OPPOSITE_POLARITY[mask.polarity]
-    if isinstance(operator, cst.Equal):
+    if isinstance(operator, ast.Eq):
         return flipped if value == 0 else mask.polarity if value == 1 else None
-    if isinstance(operator, cst.NotEqual | cst.GreaterThan) and value == 0:
+    if isinstance(operator, ast.NotEq | ast.Gt) and value == 0:
         return mask.polarity
     return None
 
@@ -1034,37 +1034,42 @@ _HALF_PRECISION_NAMES = frozenset({"float16", "half", "fp16"})
 """A branch testing one of these (``if mask.dtype == torch.float16``) picks its fill per dtype."""
 
 
-def _tests_half_precision(test: cst.BaseExpression) -> bool:
-    """Does an ``if`` test name float16? (A walk of the usual test shapes: a libcst visitor
-    on every ``if`` costs more than the rest of the branch's analysis.)"""
+def _tests_half_precision(test: ast.expr) -> bool:
+    """Does an ``if`` test name float16? (A walk of the usual test shapes, not of every node.)"""
     match test:
-        case cst.Name(value=name):
+        case ast.Name(id=name):
             return name in _HALF_PRECISION_NAMES
-        case cst.Attribute(value=value, attr=attr):
-            return attr.value in _HALF_PRECISION_NAMES or _tests_half_precision(value)
-        case cst.Comparison(left=left, comparisons=comparisons):
-            return _tests_half_precision(left) or any(
-                _tests_half_precision(c.comparator) for c in comparisons
+        case ast.Attribute(value=value, attr=attr):
+            return attr in _HALF_PRECISION_NAMES or _tests_half_precision(value)
+        case ast.Compare(left=left, comparators=comparators):
+            return _tests_half_precision(left) or any(map(_tests_half_precision, comparators))
+        case ast.BoolOp(values=values):
+            return any(map(_tests_half_precision, values))
+        case ast.UnaryOp(operand=operand):
+            return _tests_half_precision(operand)
+        case ast.Tuple(elts=elements) | ast.List(elts=elements) | ast.Set(elts=elements):
+            return any(map(_tests_half_precision, elements))
+        case ast.Call(func=func, args=args, keywords=keywords):
+            return _tests_half_precision(func) or any(
+                map(_tests_half_precision, [*args, *(keyword.value for keyword in keywords)])
             )
-        case cst.BooleanOperation(left=left, right=right):
-            return _tests_half_precision(left) or _tests_half_precision(right)
-        case cst.UnaryOperation(expression=expression):
-            return _tests_half_precision(expression)
-        case (
-            cst.Tuple(elements=elements) | cst.List(elements=elements) | cst.Set(elements=elements)
-        ):
-            return any(_tests_half_precision(element.value) for element in elements)
-        case cst.Call(func=func, args=args):
-            return _tests_half_precision(func) or any(_tests_half_precision(a.value) for a in args)
     return False
 
 
-def _names_in(node: cst.CSTNode) -> frozenset[str]:
+def _names_in(node: ast.AST) -> frozenset[str]:
     """The names an expression mentions, attributes by their last part only
     (``config.hidden_size`` -> ``hidden_size``)."""
-    collector = _LastNames()
-    node.visit(collector)
-    return frozenset(collector.names)
+    names: set[str] = set()
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, ast.Attribute):
+            names.add(current.attr)
+        elif isinstance(current, ast.Name):
+            names.add(current.id)
+        else:
+            pending.extend(ast.iter_child_nodes(current))
+    return frozenset(names)
 
 
 def _bind_arguments(
@@ -1073,44 +1078,67 @@ def _bind_arguments(
     kwargs: dict[str, Argument],
 ) -> dict[str, Fact] | None:
     """Parameter name -> argument fact at one call; ``None`` when the call cannot be mapped."""
-    params = _parameters(function.node.params)
-    if function.class_name is not None and params and params[0].name.value in ("self", "cls"):
-        params = params[1:]
-    if any(param.star in ("*", "**") for param in params) or len(args) > len(params):
+    params = _callee_parameters(function)
+    if any(param.star for param in params) or len(args) > len(params):
         return None
-    if any(isinstance(node, cst.StarredElement) for _, node in args):
+    if any(isinstance(node, ast.Starred) for _, node in args):
         return None
-    arguments = {param.name.value: fact for param, (fact, _) in zip(params, args, strict=False)}
+    arguments = {param.name: fact for param, (fact, _) in zip(params, args, strict=False)}
     for keyword, (fact, _) in kwargs.items():
         arguments[keyword] = fact
     return arguments
 
 
-def _literal_kind(default: cst.BaseExpression | None) -> str | None:
-    if isinstance(default, cst.Integer):
-        return "int"
-    if isinstance(default, cst.Float):
-        return "float"
-    if isinstance(default, cst.SimpleString | cst.ConcatenatedString | cst.FormattedString):
+def _literal_kind(default: ast.expr | None) -> str | None:
+    if not isinstance(default, ast.Constant):
+        return None
+    kind = type(default.value)
+    if kind is bytes:
         return "str"
-    if isinstance(default, cst.Name) and default.value in ("True", "False"):
-        return "bool"
+    return kind.__name__ if kind in (int, float, str, bool) else None
+
+
+def _float_literal(node: ast.expr | None) -> float | None:
+    if isinstance(node, ast.Constant) and type(node.value) is float:
+        return node.value
     return None
 
 
-def _body(body: cst.BaseSuite) -> Sequence[cst.BaseStatement | cst.BaseSmallStatement]:
-    if isinstance(body, cst.IndentedBlock):
-        return body.body
-    assert isinstance(body, cst.SimpleStatementSuite)
-    return body.body
+@dataclass(frozen=True)
+class Parameter:
+    """One parameter of a ``def``, with its default (``ast`` keeps defaults apart)."""
+
+    node: ast.arg
+    default: ast.expr | None = None
+    star: bool = False
+    """``*args`` or ``**kwargs``."""
+
+    @property
+    def name(self) -> str:
+        return self.node.arg
 
 
-def _parameters(params: cst.Parameters) -> list[cst.Param]:
-    listed = [*params.posonly_params, *params.params, *params.kwonly_params]
-    for star in (params.star_arg, params.star_kwarg):
-        if isinstance(star, cst.Param):
-            listed.append(star)
+def parameters(function: FunctionNode) -> list[Parameter]:
+    """Positional, then keyword-only, then ``*args`` and ``**kwargs`` parameters."""
+    arguments = function.args
+    positional = [*arguments.posonlyargs, *arguments.args]
+    defaults: list[ast.expr | None] = [None] * (len(positional) - len(arguments.defaults))
+    defaults += arguments.defaults
+    listed = [Parameter(arg, default) for arg, default in zip(positional, defaults, strict=True)]
+    listed += [
+        Parameter(arg, default)
+        for arg, default in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True)
+    ]
+    listed += [Parameter(star, star=True) for star in (arguments.vararg, arguments.kwarg) if star]
     return listed
+
+
+def _callee_parameters(function: FunctionRef) -> list[Parameter]:
+    """The parameters a call's arguments fill (a method's ``self`` is bound already)."""
+    params = parameters(function.node)
+    if function.class_name is not None and params and params[0].name in ("self", "cls"):
+        return params[1:]
+    return params
 
 
 def _join_environments(environments: list[dict[str, Fact]]) -> dict[str, Fact]:
@@ -1128,30 +1156,38 @@ def _join_environments(environments: list[dict[str, Fact]]) -> dict[str, Fact]:
     return joined
 
 
-def _shape_receiver(value: cst.BaseExpression) -> cst.BaseExpression | None:
-    if isinstance(value, cst.Attribute) and value.attr.value == "shape":
+def _shape_receiver(value: ast.expr) -> ast.expr | None:
+    if isinstance(value, ast.Attribute) and value.attr == "shape":
         return value.value
     if (
-        isinstance(value, cst.Call)
+        isinstance(value, ast.Call)
         and not value.args
-        and isinstance(value.func, cst.Attribute)
-        and value.func.attr.value == "size"
+        and not value.keywords
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr == "size"
     ):
         return value.func.value
     return None
 
 
-def _single_index(node: cst.Subscript) -> int | None:
-    if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+def _subscript_pieces(node: ast.Subscript) -> list[ast.expr]:
+    """What ``x[a, b:c]`` indexes with, one entry per comma-separated piece."""
+    pieces = node.slice
+    return pieces.elts if isinstance(pieces, ast.Tuple) else [pieces]
+
+
+def _single_index(node: ast.Subscript) -> int | None:
+    pieces = _subscript_pieces(node)
+    if len(pieces) != 1 or isinstance(pieces[0], ast.Slice):
         return None
-    return _literal_int(node.slice[0].slice.value)
+    return _literal_int(pieces[0])
 
 
-def _literal_slice(node: cst.Subscript) -> slice | None:
+def _literal_slice(node: ast.Subscript) -> slice | None:
     """``[a:b]`` with literal integer bounds (or none)."""
-    if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Slice):
+    piece = node.slice
+    if not isinstance(piece, ast.Slice):
         return None
-    piece = node.slice[0].slice
     bounds: list[int | None] = []
     for bound in (piece.lower, piece.upper, piece.step):
         if bound is None:
@@ -1164,13 +1200,12 @@ def _literal_slice(node: cst.Subscript) -> slice | None:
     return slice(*bounds)
 
 
-def _literal_int(node: cst.BaseExpression) -> int | None:
+def _literal_int(node: ast.expr) -> int | None:
     sign = 1
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
-        sign, node = -1, node.expression
-    if isinstance(node, cst.Integer):
-        value = node.evaluated_value
-        return sign * value if isinstance(value, int) else None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        sign, node = -1, node.operand
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return sign * node.value
     return None
 
 
@@ -1180,7 +1215,7 @@ def _as_items(fact: SizeFact | TupleFact) -> tuple[Fact, ...]:
     return fact.items
 
 
-def _index_tensor(tensor: TensorFact, node: cst.Subscript) -> Fact:
+def _index_tensor(tensor: TensorFact, node: ast.Subscript) -> Fact:
     """``x[...]`` with slices, integers, ``None`` and ``...``: the axes kept, dropped, added.
 
     Basic indexing returns a view: the memory order of the kept axes stays (a slice leaves
@@ -1189,7 +1224,7 @@ def _index_tensor(tensor: TensorFact, node: cst.Subscript) -> Fact:
     unknown = tensor.derive(shape=None, layout=None, origin=node)
     if tensor.shape is None:
         return unknown
-    pieces = [element.slice for element in node.slice]
+    pieces = _subscript_pieces(node)
     if any(_is_ellipsis(piece) for piece in pieces[1:]) and not _is_ellipsis(pieces[0]):
         return unknown
     consumed = sum(1 for piece in pieces if not (_is_ellipsis(piece) or _is_none(piece)))
@@ -1214,12 +1249,12 @@ def _index_tensor(tensor: TensorFact, node: cst.Subscript) -> Fact:
             order.append(FREE)
         elif axis >= len(tensor.shape):
             return unknown
-        elif isinstance(piece, cst.Slice):
+        elif isinstance(piece, ast.Slice):
             full = piece.lower is None and piece.upper is None and piece.step is None
             keep(axis, tensor.shape[axis] if full else Dim.symbol("?"))
             axis += 1
-        elif isinstance(piece, cst.Index) and isinstance(
-            piece.value, cst.Integer | cst.UnaryOperation
+        elif isinstance(piece, ast.UnaryOp) or (
+            isinstance(piece, ast.Constant) and type(piece.value) is int
         ):
             axis += 1
         else:
@@ -1232,28 +1267,23 @@ def _index_tensor(tensor: TensorFact, node: cst.Subscript) -> Fact:
     return tensor.derive(shape=tuple(shape), layout=layout, origin=node)
 
 
-def _is_ellipsis(piece: cst.BaseSlice) -> bool:
-    return isinstance(piece, cst.Index) and isinstance(piece.value, cst.Ellipsis)
+def _is_ellipsis(piece: ast.expr) -> bool:
+    return isinstance(piece, ast.Constant) and piece.value is Ellipsis
 
 
-def _is_none(piece: cst.BaseSlice) -> bool:
-    return (
-        isinstance(piece, cst.Index)
-        and isinstance(piece.value, cst.Name)
-        and piece.value.value == "None"
-    )
+def _is_none(piece: ast.expr) -> bool:
+    return isinstance(piece, ast.Constant) and piece.value is None
 
 
-class _AssignedNames(cst.CSTVisitor):
-    def __init__(self) -> None:
-        self.names: set[str] = set()
-
-    def visit_Name(self, node: cst.Name) -> None:
-        self.names.add(node.value)
-
-
-def _assigned_names(statement: cst.CSTNode) -> set[str]:
-    """Every name mentioned in a statement the interpreter does not follow (a superset)."""
-    collector = _AssignedNames()
-    statement.visit(collector)
-    return collector.names
+def _assigned_names(statement: ast.AST) -> set[str]:
+    """Every name mentioned in a statement the interpreter does not follow (a superset),
+    the names ``match`` patterns capture included."""
+    names: set[str] = set()
+    for node in ast.walk(statement):
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.MatchAs | ast.MatchStar) and node.name is not None:
+            names.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest is not None:
+            names.add(node.rest)
+    return names

@@ -8,11 +8,10 @@ axis with anything. This is PyTorch's own rule (``computeStride``), applied symb
 
 from __future__ import annotations
 
+import ast
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-
-import libcst as cst
 
 from shapecheck.analysis.dims import Dim, product, provably_different
 
@@ -32,7 +31,7 @@ class Layout:
     """
 
     order: tuple[int, ...] | None
-    reordered_by: cst.CSTNode | None = field(default=None, compare=False)
+    reordered_by: ast.AST | None = field(default=None, compare=False)
 
     @staticmethod
     def contiguous(rank: int | None) -> Layout:
@@ -51,7 +50,7 @@ class Layout:
             return Layout.contiguous(rank)
         return self if len(self.order) == rank else None
 
-    def permuted(self, axes: Sequence[int], cause: cst.CSTNode) -> Layout | None:
+    def permuted(self, axes: Sequence[int], cause: ast.AST) -> Layout | None:
         """The layout after ``permute(*axes)`` (axes already non-negative)."""
         if self.order is None or sorted(axes) != list(range(len(self.order))):
             return None
@@ -68,14 +67,14 @@ class Layout:
             return None
         return _settle(self.order[:position] + self.order[position + 1 :], None, self.reordered_by)
 
-    def expanded(self, broadcast_axes: Sequence[int], leading: int, cause: cst.CSTNode) -> Layout:
+    def expanded(self, broadcast_axes: Sequence[int], leading: int, cause: ast.AST) -> Layout:
         assert self.order is not None
         order = list(self.order)
         for axis in broadcast_axes:
             order[axis] = BROADCAST
         return _settle((BROADCAST,) * leading + tuple(order), cause, self.reordered_by or cause)
 
-    def renumbered(self, cause: cst.CSTNode | None) -> Layout:
+    def renumbered(self, cause: ast.AST | None) -> Layout:
         """This order with memory positions made dense again (after axes were dropped)."""
         assert self.order is not None
         return _settle(self.order, cause, cause)
@@ -89,9 +88,7 @@ class Layout:
         return BROADCAST not in (first, second) and second == first + 1
 
 
-def _settle(
-    order: tuple[int, ...], cause: cst.CSTNode | None, previous: cst.CSTNode | None
-) -> Layout:
+def _settle(order: tuple[int, ...], cause: ast.AST | None, previous: ast.AST | None) -> Layout:
     """Renumber memory positions densely; contiguous layouts forget their cause."""
     ranked = sorted(position for position in order if position >= 0)
     dense = {position: index for index, position in enumerate(ranked)}
@@ -156,7 +153,7 @@ def _must_merge_broken(layout: Layout, real: list[int], group: _Group) -> bool:
     return len(group.new) < len(real) and all(broken)
 
 
-def _layout_from_keys(keys: list[tuple[int, int] | int], cause: cst.CSTNode | None) -> Layout:
+def _layout_from_keys(keys: list[tuple[int, int] | int], cause: ast.AST | None) -> Layout:
     ranked = sorted({key for key in keys if isinstance(key, tuple)})
     position = {key: index for index, key in enumerate(ranked)}
     order = tuple(position[key] if isinstance(key, tuple) else key for key in keys)

@@ -6,9 +6,8 @@ again: the knowledge lives in the analysis, the judgement and the wording in the
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
-
-import libcst as cst
 
 from shapecheck.analysis.dims import Dim
 from shapecheck.analysis.facts import Product, TensorFact
@@ -19,8 +18,8 @@ from shapecheck.analysis.layout import Reinterpretation
 class IncompatibleView:
     """``view`` merges axes whose memory order forbids it: PyTorch raises at run time."""
 
-    call: cst.Call
-    anchor: cst.CSTNode
+    call: ast.Call
+    anchor: ast.AST
     receiver: TensorFact
     merged_axes: tuple[int, ...]
 
@@ -29,8 +28,8 @@ class IncompatibleView:
 class ReinterpretingView:
     """``view``/``reshape`` that moves a named axis onto other data (no transpose)."""
 
-    call: cst.Call
-    anchor: cst.CSTNode
+    call: ast.Call
+    anchor: ast.AST
     old_shape: tuple[Dim, ...]
     new_shape: tuple[Dim, ...]
     moved: Reinterpretation
@@ -40,7 +39,7 @@ class ReinterpretingView:
 class AttentionScores:
     """A softmax over (a scaled, masked or reshaped) matrix product of two activations."""
 
-    softmax: cst.CSTNode
+    softmax: ast.AST
     scores: TensorFact
     product: Product
 
@@ -49,25 +48,25 @@ class AttentionScores:
 class WeightsScaled:
     """Attention weights multiplied or divided by a number right after their softmax."""
 
-    softmax: cst.CSTNode
-    node: cst.CSTNode
+    softmax: ast.AST
+    node: ast.AST
 
 
 @dataclass(frozen=True)
 class NoOpAxisOp:
     """``permute``/``transpose`` that leaves every axis where it was."""
 
-    call: cst.Call
-    anchor: cst.CSTNode
+    call: ast.Call
+    anchor: ast.AST
     axes: tuple[int, ...]
-    receiver: cst.BaseExpression | None  # the tensor it was called on
+    receiver: ast.expr | None  # the tensor it was called on
 
 
 @dataclass(frozen=True)
 class SizeMismatch:
     """Sizes that must agree provably differ (a product's inner axes, a Linear's input)."""
 
-    node: cst.CSTNode
+    node: ast.AST
     what: str
     expected: Dim
     actual: Dim
@@ -84,7 +83,7 @@ class LinearWeightProduct:
 class SizeDivision:
     """``a // b`` on named sizes; ``in_constructor`` when inside ``__init__``."""
 
-    node: cst.BinaryOperation
+    node: ast.BinOp
     numerator: frozenset[str]
     denominator: frozenset[str]
     in_constructor: bool
@@ -94,7 +93,7 @@ class SizeDivision:
 class ExactDivisionAssumed:
     """Two sizes that must agree (a view's, a layer's input) do only if ``origin`` divides."""
 
-    node: cst.CSTNode
+    node: ast.AST
     origin: object
 
 
@@ -109,7 +108,7 @@ class DivisibilityCheck:
 class IndivisibleSizes:
     """A constructor given literal sizes where one must divide the other, and does not."""
 
-    call: cst.Call
+    call: ast.Call
     what: str
     numerator: int
     denominator: int
@@ -119,7 +118,7 @@ class IndivisibleSizes:
 class AnnotationMismatch:
     """A value whose inferred shape contradicts its jaxtyping annotation."""
 
-    node: cst.CSTNode
+    node: ast.AST
     annotation: str
     shape: tuple[Dim, ...]
     reason: str
@@ -129,12 +128,12 @@ class AnnotationMismatch:
 class SoftmaxAxis:
     """A softmax over attention scores that runs over ``axis``, not the keys' ``keys``."""
 
-    softmax: cst.CSTNode
+    softmax: ast.AST
     axis: int
     keys: int
     rank: int
     implicit: bool
-    dim: cst.BaseExpression | None
+    dim: ast.expr | None
     """Where the call writes its ``dim`` (``None``: not written, or set in ``nn.Softmax``)."""
     through_module: bool  # an ``nn.Softmax`` call: the dim lives in ``__init__``
 
@@ -143,26 +142,26 @@ class SoftmaxAxis:
 class DoubleScaledAttention:
     """``F.scaled_dot_product_attention`` scaling (by default) q or k scaled already."""
 
-    call: cst.Call
-    scaled_at: cst.CSTNode
+    call: ast.Call
+    scaled_at: ast.AST
 
 
 @dataclass(frozen=True)
 class MaskAfterSoftmax:
     """Attention weights masked after their softmax, then used without renormalising."""
 
-    mask: cst.CSTNode
+    mask: ast.AST
 
 
 @dataclass(frozen=True)
 class FillValue:
     """A literal written into attention scores: beyond float16 (``overflow``) or too weak."""
 
-    node: cst.CSTNode
+    node: ast.AST
     value: float
     dtype: str | None
     overflow: bool
-    masked_fill: cst.Call | None
+    masked_fill: ast.Call | None
     """The ``masked_fill`` that writes it (which refuses an overflow); ``None`` when it reaches
     the scores through arithmetic or ``torch.where`` (where an overflow becomes ``-inf``)."""
 
@@ -171,7 +170,7 @@ class FillValue:
 class MaskPolarity:
     """A boolean mask of one polarity given to an API that reads the other."""
 
-    node: cst.CSTNode
+    node: ast.AST
     expected: str
     actual: str
     api: str
@@ -181,7 +180,7 @@ class MaskPolarity:
 class MaskBroadcast:
     """A mask whose axes line up with the wrong axes of the attention scores."""
 
-    node: cst.CSTNode
+    node: ast.AST
     mask_shape: tuple[Dim, ...]
     scores_shape: tuple[Dim, ...]
     axis: int
@@ -193,14 +192,14 @@ class TensorFromNumber:
     """``torch.tensor(<python number>)`` used where the number would do: a new host tensor
     every time it runs."""
 
-    call: cst.Call
+    call: ast.Call
 
 
 @dataclass(frozen=True)
 class ProbabilitiesIntoLoss:
     """Softmax probabilities given to a cross-entropy loss (which wants logits)."""
 
-    node: cst.CSTNode
+    node: ast.AST
 
 
 Observation = (

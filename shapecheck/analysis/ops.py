@@ -7,12 +7,11 @@ function here, and every rule benefits. Anything not in the table yields ``UNKNO
 
 from __future__ import annotations
 
+import ast
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Protocol
-
-import libcst as cst
 
 from shapecheck.analysis.dims import Dim, product, provably_different
 from shapecheck.analysis.facts import (
@@ -67,12 +66,12 @@ class OpContext(Protocol):
         """Inside a branch that tests for float16: the code chooses its fills per dtype."""
         ...
 
-    def size(self, fact: Fact, node: cst.BaseExpression) -> Dim | None:
+    def size(self, fact: Fact, node: ast.expr) -> Dim | None:
         """``fact`` used as a tensor size (names become stable symbols)."""
         ...
 
 
-Argument = tuple[Fact, cst.BaseExpression]
+Argument = tuple[Fact, ast.expr]
 
 
 @dataclass
@@ -80,10 +79,10 @@ class OpCall:
     """One call of an op, with the facts of its receiver and arguments."""
 
     name: str
-    node: cst.BaseExpression
-    anchor: cst.CSTNode
+    node: ast.expr
+    anchor: ast.AST
     receiver: TensorFact
-    receiver_node: cst.BaseExpression | None
+    receiver_node: ast.expr | None
     context: OpContext
     args: list[Argument] = field(default_factory=list)
     kwargs: dict[str, Argument] = field(default_factory=dict)
@@ -130,7 +129,7 @@ class OpCall:
         if len(arguments) == 1 and isinstance(first_fact, TupleFact | SizeFact):
             elements = _elements(first_node)
             items = list(_items(first_fact))
-            nodes: list[cst.BaseExpression | None] = (
+            nodes: list[ast.expr | None] = (
                 list(elements) if len(elements) == len(items) else [None] * len(items)
             )
             return [
@@ -140,7 +139,7 @@ class OpCall:
             return None  # a lone unknown argument may be a whole shape
         return [self._size(fact, node) for fact, node in arguments]
 
-    def _size(self, fact: Fact, node: cst.BaseExpression | None) -> Dim | None:
+    def _size(self, fact: Fact, node: ast.expr | None) -> Dim | None:
         if isinstance(fact, IntFact):
             return None if fact.dim.value == -1 else fact.dim
         if node is None:
@@ -154,14 +153,16 @@ def _items(fact: TupleFact | SizeFact) -> Iterable[Fact]:
     return fact.items
 
 
-def _elements(node: cst.BaseExpression) -> list[cst.BaseExpression]:
-    if isinstance(node, cst.Tuple | cst.List):
-        return [element.value for element in node.elements]
+def _elements(node: ast.expr) -> list[ast.expr]:
+    if isinstance(node, ast.Tuple | ast.List):
+        return [
+            element.value if isinstance(element, ast.Starred) else element for element in node.elts
+        ]
     return []
 
 
-def _is_starred(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.StarredElement)
+def _is_starred(node: ast.expr) -> bool:
+    return isinstance(node, ast.Starred)
 
 
 def as_tensor(fact: Fact) -> TensorFact | None:
@@ -219,7 +220,7 @@ def _functional(*names: str) -> list[str]:
     return [f"torch.nn.functional.{name}" for name in names]
 
 
-def new_tensor(shape: tuple[Dim, ...] | None, origin: cst.CSTNode) -> TensorFact:
+def new_tensor(shape: tuple[Dim, ...] | None, origin: ast.AST) -> TensorFact:
     """A freshly allocated, contiguous activation."""
     rank = None if shape is None else len(shape)
     return TensorFact(shape=shape, layout=Layout.contiguous(rank), origin=origin)
@@ -265,7 +266,7 @@ def transpose(call: OpCall) -> Fact:
         return reorder(call, None, "transpose")  # numpy's transpose(*axes) is a permute
     rank = call.receiver.rank
     same = first == second or (rank is not None and first % rank == second % rank)
-    if same and isinstance(call.node, cst.Call):
+    if same and isinstance(call.node, ast.Call):
         call.context.observe(
             NoOpAxisOp(call.node, call.anchor, (first, second), call.receiver_node)
         )
@@ -294,7 +295,7 @@ def last_two_swapped(call: OpCall) -> TensorFact:
 def permute(call: OpCall) -> Fact:
     axes = call.int_list(0)
     rank = call.receiver.rank
-    if axes and axes == list(range(len(axes))) and isinstance(call.node, cst.Call):
+    if axes and axes == list(range(len(axes))) and isinstance(call.node, ast.Call):
         call.context.observe(NoOpAxisOp(call.node, call.anchor, tuple(axes), call.receiver_node))
     if axes is None or rank is None or len(axes) != rank:
         return reorder(call, None, "permute")
@@ -354,7 +355,7 @@ def _view_like(call: OpCall, sizes: list[Dim | None] | None, *, copies: bool) ->
     layout = _view_layout(call, shape, copies=copies)
     if layout is _FAILED_VIEW:
         layout = Layout.contiguous(len(shape))  # go on as if the author had fixed it
-    elif receiver.shape is not None and isinstance(call.node, cst.Call):
+    elif receiver.shape is not None and isinstance(call.node, ast.Call):
         moved = reinterpreted_axis(receiver.shape, shape)
         if moved is not None:
             call.context.observe(
@@ -380,7 +381,7 @@ _FAILED_VIEW = Layout(None)
 """Marks a view PyTorch refuses (SC101 reports it)."""
 
 
-def _rely_on_divisions(context: OpContext, node: cst.CSTNode, first: Dim, second: Dim) -> None:
+def _rely_on_divisions(context: OpContext, node: ast.AST, first: Dim, second: Dim) -> None:
     """Sizes that must agree and do only if some ``a // b`` divided exactly (a layer built
     ``d_model`` wide fed ``num_heads * head_dim`` features, a view splitting ``d_model`` into
     ``num_heads`` pieces of ``head_dim``): each such division is relied on (SC502)."""
@@ -403,7 +404,7 @@ def _view_layout(call: OpCall, shape: tuple[Dim, ...], *, copies: bool) -> Layou
         return plan.layout
     if copies:
         return Layout.contiguous(len(shape))  # reshape copies
-    if isinstance(call.node, cst.Call):
+    if isinstance(call.node, ast.Call):
         call.context.observe(IncompatibleView(call.node, call.anchor, receiver, plan.merged))
     return _FAILED_VIEW
 
@@ -514,7 +515,7 @@ def fused_attention(call: OpCall) -> Fact:
         for evidence in tensor.scaling
         if evidence.factor is not None
     ]
-    if scaled and call.get(None, "scale") is None and isinstance(call.node, cst.Call):
+    if scaled and call.get(None, "scale") is None and isinstance(call.node, ast.Call):
         call.context.observe(DoubleScaledAttention(call.node, scaled[0].node))
     shape = None
     if (
@@ -546,7 +547,7 @@ def logical_not(call: OpCall) -> Fact:
     return negated(call.receiver, call.node)
 
 
-def negated(mask: TensorFact, node: cst.CSTNode) -> TensorFact:
+def negated(mask: TensorFact, node: ast.AST) -> TensorFact:
     """``~mask``: True where it was False; the polarity flips."""
     flipped = OPPOSITE_POLARITY.get(mask.polarity or "")
     return mask.derive(origin=node, polarity=flipped, product=None, dtype="bool")
@@ -681,7 +682,7 @@ def _places(call: OpCall) -> bool:
         return False
     target, node = call.args[0]
     is_dtype = isinstance(target, QualifiedName) or (
-        isinstance(node, cst.Attribute) and node.attr.value == "dtype"
+        isinstance(node, ast.Attribute) and node.attr == "dtype"
     )
     return not is_dtype
 
@@ -722,7 +723,7 @@ def masked_fill(call: OpCall) -> Fact:
         call.context.observe(TensorFromNumber(constant.from_number))
     if value is not None and isinstance(value[0], ScalarFact | IntFact):
         filled = _number(value[0])
-        written_by = call.node if isinstance(call.node, cst.Call) else None
+        written_by = call.node if isinstance(call.node, ast.Call) else None
         problem = _fill_problem(receiver, filled, value[1], masked_fill=written_by)
         if problem is not None and problem.overflow:
             if not call.context.precision_aware:
@@ -743,9 +744,9 @@ def masked_fill(call: OpCall) -> Fact:
     )
 
 
-def _written(node: cst.CSTNode) -> str:
-    """How an expression is written, spaces aside: the same mask twice is the same text."""
-    return "".join(cst.Module(body=[]).code_for_node(node).split())
+def _written(node: ast.AST) -> str:
+    """The expression's structure, positions aside: the same mask twice is the same text."""
+    return ast.dump(node)
 
 
 @function_op("torch.where")
@@ -776,8 +777,8 @@ def _number(fact: Fact) -> float | None:
 
 
 def _with_fill(
-    context: OpContext, scores: TensorFact, value: float | None, node: cst.CSTNode
-) -> tuple[tuple[cst.CSTNode, float], ...]:
+    context: OpContext, scores: TensorFact, value: float | None, node: ast.AST
+) -> tuple[tuple[ast.AST, float], ...]:
     """``scores``' unread fills and this one; a branch that tests for float16 picked a fill
     beyond its range on purpose, and a positive one boosts keys rather than masking them."""
     if value is None or value > 0 or (context.precision_aware and abs(value) > FLOAT16_MAX):
@@ -788,9 +789,9 @@ def _with_fill(
 def _fill_problem(
     scores: TensorFact,
     value: float | None,
-    node: cst.CSTNode,
+    node: ast.AST,
     *,
-    masked_fill: cst.Call | None = None,
+    masked_fill: ast.Call | None = None,
 ) -> FillValue | None:
     """A literal written into attention scores: beyond float16, or too weak to mask."""
     if value is None or math.isinf(value) or math.isnan(value):
@@ -802,7 +803,7 @@ def _fill_problem(
     return None
 
 
-def _check_mask(context: OpContext, scores: TensorFact, mask: Fact, node: cst.CSTNode) -> None:
+def _check_mask(context: OpContext, scores: TensorFact, mask: Fact, node: ast.AST) -> None:
     """A mask for attention scores ``[..., Lq, Lk]`` must broadcast along the right axes."""
     tensor = as_tensor(mask)
     if not scores.is_scores or tensor is None:
@@ -811,7 +812,7 @@ def _check_mask(context: OpContext, scores: TensorFact, mask: Fact, node: cst.CS
 
 
 def _check_mask_axes(
-    context: OpContext, mask: TensorFact, scores: tuple[Dim, ...] | None, node: cst.CSTNode
+    context: OpContext, mask: TensorFact, scores: tuple[Dim, ...] | None, node: ast.AST
 ) -> None:
     if mask.shape is None or scores is None:
         return
@@ -951,9 +952,7 @@ def broadcast_shapes(
     return tuple(shape)
 
 
-def arithmetic(
-    context: OpContext, node: cst.CSTNode, operator: str, left: Fact, right: Fact
-) -> Fact:
+def arithmetic(context: OpContext, node: ast.AST, operator: str, left: Fact, right: Fact) -> Fact:
     """``left <operator> right`` for ``+ - * /`` where at least one side may be a tensor."""
     if isinstance(left, IntFact) and isinstance(right, IntFact):
         if operator == "*":
@@ -995,7 +994,7 @@ def _is_number(fact: Fact) -> bool:
 
 
 def _tensor_arithmetic(
-    context: OpContext, node: cst.CSTNode, operator: str, left: Fact, right: Fact
+    context: OpContext, node: ast.AST, operator: str, left: Fact, right: Fact
 ) -> Fact:
     left_tensor, right_tensor = as_tensor(left), as_tensor(right)
     if left_tensor is None and right_tensor is None:
@@ -1073,8 +1072,8 @@ def _promoted(left: str | None, right: str | None) -> str | None:
 
 
 def _masked_product(
-    node: cst.CSTNode, operator: str, main: TensorFact, other: TensorFact
-) -> cst.CSTNode | None:
+    node: ast.AST, operator: str, main: TensorFact, other: TensorFact
+) -> ast.AST | None:
     """Weights times a mask (a tensor built by tril/triu or a comparison) are masked weights;
     dividing (renormalising) forgets it."""
     if operator == "/":
@@ -1090,13 +1089,13 @@ def _may_be_scale(fact: TensorFact) -> bool:
 
 
 def _scaled(
-    tensor: TensorFact, node: cst.CSTNode, factor: Scale | None
+    tensor: TensorFact, node: ast.AST, factor: Scale | None
 ) -> tuple[ScaleEvidence, ...] | None:
     return None if tensor.scaling is None else (*tensor.scaling, ScaleEvidence(node, factor))
 
 
-def _operand_node(node: cst.CSTNode, right: bool) -> cst.CSTNode:
-    if isinstance(node, cst.BinaryOperation):
+def _operand_node(node: ast.AST, right: bool) -> ast.AST:
+    if isinstance(node, ast.BinOp):
         return node.right if right else node.left
     return node
 
@@ -1123,11 +1122,11 @@ def add_method(call: OpCall) -> Fact:
 
 def matrix_product(
     context: OpContext,
-    node: cst.BaseExpression,
+    node: ast.expr,
     left: TensorFact,
     right: TensorFact,
-    left_node: cst.BaseExpression,
-    right_node: cst.BaseExpression,
+    left_node: ast.expr,
+    right_node: ast.expr,
 ) -> TensorFact:
     """``left @ right`` with PyTorch's batching rules, recording what it contracts."""
     shape: tuple[Dim, ...] | None = None
@@ -1237,10 +1236,9 @@ def einsum(call: OpCall) -> Fact:
     )
 
 
-def _string_value(node: cst.BaseExpression) -> str | None:
-    if isinstance(node, cst.SimpleString):
-        value = node.evaluated_value
-        return value if isinstance(value, str) else None
+def _string_value(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
     return None
 
 
@@ -1311,7 +1309,7 @@ def _softmax(
     scores: TensorFact,
     dim: int | None,
     dim_unknown: bool,
-    written: cst.BaseExpression | None,
+    written: ast.expr | None,
     *,
     through_module: bool = False,
 ) -> Fact:
@@ -1379,7 +1377,7 @@ def tensor_constant(call: OpCall) -> Fact:
     on_purpose = call.get(None, "device") is not None or (
         dtype is not None and not isinstance(dtype[0], QualifiedName)
     )
-    if isinstance(call.node, cst.Call) and not on_purpose:
+    if isinstance(call.node, ast.Call) and not on_purpose:
         return constant.derive(from_number=call.node)
     return constant
 
@@ -1422,7 +1420,7 @@ def module_list(call: OpCall) -> Fact:
 @function_op("torch.nn.MultiheadAttention")
 def multihead_attention_constructor(call: OpCall) -> Fact:
     embed_dim, num_heads = call.int_arg(0, "embed_dim"), call.int_arg(1, "num_heads")
-    if embed_dim and num_heads and embed_dim % num_heads and isinstance(call.node, cst.Call):
+    if embed_dim and num_heads and embed_dim % num_heads and isinstance(call.node, ast.Call):
         call.context.observe(
             IndivisibleSizes(call.node, "embed_dim by num_heads", embed_dim, num_heads)
         )
@@ -1456,7 +1454,7 @@ def cross_entropy_module(call: OpCall) -> Fact:
     return TensorFact(shape=(), origin=call.node)
 
 
-def _check_logits(call: OpCall, inputs: TensorFact, node: cst.BaseExpression | None) -> None:
+def _check_logits(call: OpCall, inputs: TensorFact, node: ast.expr | None) -> None:
     """Cross-entropy applies log-softmax itself: it wants logits, not probabilities."""
     if inputs.probabilities and node is not None:
         call.context.observe(ProbabilitiesIntoLoss(node))

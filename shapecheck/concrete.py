@@ -1,0 +1,105 @@
+"""libcst's concrete tree of a file, where fixes are written (see :mod:`shapecheck.fixes`).
+
+Only a file with a finding that offers a fix gets here: the analysis never needs libcst, so a
+run over clean code never loads it.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping
+
+import libcst as cst
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+
+from shapecheck.diagnostics import TextEdit
+from shapecheck.fixes import Fix
+from shapecheck.source import Lines
+
+
+class ConcreteTree:
+    """One top-level statement as libcst parses it (libcst is slow: a fix needs no more), and
+    the way from an ``ast`` node there to the same code in the concrete tree."""
+
+    def __init__(self, module: cst.Module, lines: Lines, first_line: int) -> None:
+        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+        self._shift = first_line - 1
+        self._positions: Mapping[cst.CSTNode, CodeRange] = wrapper.resolve(PositionProvider)
+        self._lines = lines
+        self._expressions = {
+            self._span(where): node
+            for node, where in self._positions.items()
+            if isinstance(node, cst.BaseExpression)
+        }
+
+    @classmethod
+    def parse(cls, lines: Lines, first_line: int, last_line: int) -> ConcreteTree | None:
+        """The statement on lines ``first_line`` to ``last_line``; ``None`` for code libcst
+        cannot read (it then gets no fix)."""
+        text = "".join(lines.lines[first_line - 1 : last_line])
+        try:
+            return cls(cst.parse_module(text), lines, first_line)
+        except (cst.ParserSyntaxError, RecursionError, MemoryError):
+            return None
+
+    def node(self, node: ast.AST) -> cst.BaseExpression | None:
+        """The expression covering exactly ``node``'s code (parentheses aside), if any."""
+        return self._expressions.get(self._lines.span(node))
+
+    def edits(self, fix: Fix) -> list[TextEdit]:
+        """``fix``'s replacements as text edits in the whole file."""
+        edits = []
+        for node, content in fix.replacements:
+            line, column, end_line, end_column = self._span(self._positions[node])
+            edits.append(TextEdit(line, column + 1, end_line, end_column + 1, content))
+        return edits
+
+    def _span(self, where: CodeRange) -> tuple[int, int, int, int]:
+        start, end = where.start, where.end
+        return start.line + self._shift, start.column, end.line + self._shift, end.column
+
+
+def code(node: cst.CSTNode) -> str:
+    return cst.Module(body=[]).code_for_node(node)
+
+
+# Expressions that bind less tightly than ``*``/``/``: as an operand they need parentheses.
+_LOOSE_OPERATORS = (
+    cst.Add,
+    cst.Subtract,
+    cst.LeftShift,
+    cst.RightShift,
+    cst.BitAnd,
+    cst.BitOr,
+    cst.BitXor,
+)
+
+
+def operand(node: cst.BaseExpression) -> str:
+    """``node``'s code, parenthesised when it would not stay whole as an operand of ``/``."""
+    text = code(node)
+    if node.lpar:
+        return text
+    loose = isinstance(node, cst.BinaryOperation) and isinstance(node.operator, _LOOSE_OPERATORS)
+    if loose or isinstance(
+        node,
+        cst.Comparison | cst.BooleanOperation | cst.IfExp | cst.Lambda | cst.NamedExpr,
+    ):
+        return f"({text})"
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+        return f"({text})"
+    return text
+
+
+def bare(node: cst.CSTNode) -> str:
+    """``node``'s code without its own parentheses: the text a replacement of it covers."""
+    if isinstance(node, cst.BaseExpression) and (node.lpar or node.rpar):
+        return code(node.with_changes(lpar=[], rpar=[]))
+    return code(node)
+
+
+def atom(node: cst.BaseExpression) -> str:
+    """``node``'s code, parenthesised unless it stays whole before ``.attr`` or ``(...)``."""
+    if node.lpar or isinstance(node, cst.Name | cst.Attribute | cst.Call | cst.Subscript):
+        return code(node)
+    return f"({code(node)})"
