@@ -34,7 +34,7 @@ def test_rule_codes_are_read_from_module_names() -> None:
 
 
 def test_the_pool_finds_what_one_process_finds(tmp_path: Path) -> None:
-    targets = [(str(path), None) for path in fixture_files()]
+    targets = [(str(path), None) for path in _corpus()]
     one = check_files(targets, CODES, None, jobs=1)
     two = check_files(targets, CODES, None, jobs=2)
     assert [r.diagnostics for r in one] == [r.diagnostics for r in two]
@@ -42,11 +42,12 @@ def test_the_pool_finds_what_one_process_finds(tmp_path: Path) -> None:
 
 
 def test_cached_results_equal_fresh_ones(tmp_path: Path) -> None:
-    targets = [(str(path), None) for path in fixture_files()]
+    files = _corpus()
+    targets = [(str(path), None) for path in files]
     cache = ResultCache(tmp_path / "cache", CODES)
     fresh = check_files(targets, CODES, cache, jobs=1)
     cached_entries = list((tmp_path / "cache").rglob("*.json"))
-    assert len(cached_entries) == len({p.read_bytes() for p in fixture_files()})
+    assert len(cached_entries) == len({path.read_bytes() for path in files})
     warm = check_files(targets, CODES, cache, jobs=1)
     assert [r.diagnostics for r in warm] == [r.diagnostics for r in fresh]
     assert [[d.fix for d in r.diagnostics] for r in warm] == [
