@@ -1,7 +1,8 @@
-"""libcst's concrete tree of a file, where fixes are written (see :mod:`shapecheck.fixes`).
+"""libcst's concrete tree of one statement, where fixes are written (see
+:mod:`shapecheck.fixes`), and the code helpers fix recipes write with.
 
-Only a file with a finding that offers a fix gets here: the analysis never needs libcst, so a
-run over clean code never loads it.
+Only a finding that offers a fix gets here: the analysis never needs libcst, so a run over
+clean code never loads it.
 """
 
 from __future__ import annotations

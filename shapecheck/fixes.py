@@ -1,13 +1,14 @@
 """Fixes as rules describe them: which nodes to replace with which new code.
 
 The analysis reads Python's ``ast``; fixes are written on libcst's concrete tree, which keeps
-every parenthesis, comma and space. A rule attaches a :data:`FixRecipe` to a
-:class:`~shapecheck.rule.Violation`: given the file's
-:class:`~shapecheck.concrete.ConcreteTree` (libcst is loaded and the file parsed only when a
-finding offers a fix), it returns a :class:`Fix`. The tree turns its replacements into text
-edits at the nodes' positions (``shapecheck.diagnostics.TextEdit``) and ``shapecheck.fixer``
-applies them. A replacement covers a node's own text, not the parentheses
-around it: those stay, so ``(q @ k)`` scaled becomes ``(q @ k / s)``.
+every parenthesis, comma and space. A rule decides on the ``ast`` side whether there is one
+right rewrite and attaches a :data:`FixRecipe` to its :class:`~shapecheck.rule.Violation`;
+given the :class:`~shapecheck.concrete.ConcreteTree` of the top-level statement that holds the
+finding (libcst is loaded, and that statement parsed, only then), the recipe returns a
+:class:`Fix`. The tree turns its replacements into text edits at the nodes' positions
+(``shapecheck.diagnostics.TextEdit``) and ``shapecheck.fixer`` applies them. A replacement
+covers a node's own text, not the parentheses around it: those stay, so ``(q @ k)`` scaled
+becomes ``(q @ k / s)``.
 
 A fix is *safe* when the fixed code computes what the code was meant to compute without
 changing any result it already got right (a crash mended); it is *unsafe* when it changes
