@@ -147,16 +147,8 @@ def _import_line(module: ast.Module) -> int:
     imports = [s for s in body if isinstance(s, ast.Import | ast.ImportFrom)]
     if imports:
         return (imports[-1].end_lineno or imports[-1].lineno) + 1
-    first = next((s for s in body if not (s is body[0] and _is_docstring(s))), None)
-    return _first_line(first) if first is not None else 1
-
-
-def _is_docstring(statement: ast.stmt) -> bool:
-    return (
-        isinstance(statement, ast.Expr)
-        and isinstance(statement.value, ast.Constant)
-        and isinstance(statement.value.value, str)
-    )
+    after_docstring = body[1:] if ast.get_docstring(module, clean=False) is not None else body
+    return _first_line(after_docstring[0]) if after_docstring else 1
 
 
 def _newline(lines: Lines) -> str:
