@@ -1,15 +1,20 @@
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from click.testing import CliRunner, Result
 
 from shapecheck.cli import main
+
+if TYPE_CHECKING:
+    from shapecheck.confirm.fixtures import FixedReport, FixtureReport
 
 BAD_VIEW = textwrap.dedent(
     """\
@@ -80,3 +85,20 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Result
         return CliRunner().invoke(main, list(args), input=stdin, catch_exceptions=False)
 
     return invoke
+
+
+@functools.cache
+def confirmation(path: Path, device: str) -> FixtureReport:
+    """``confirm(path, device)``, computed once per test run: running every fixture is the
+    suite's largest cost, and several tests read the same outcomes."""
+    from shapecheck.confirm.fixtures import confirm
+
+    return confirm(path, device)
+
+
+@functools.cache
+def fixed_confirmation(path: Path, device: str) -> FixedReport:
+    """``confirm_fixed(path, device)``, computed once per test run."""
+    from shapecheck.confirm.fixtures import confirm_fixed
+
+    return confirm_fixed(path, device)

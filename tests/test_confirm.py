@@ -7,22 +7,25 @@ from pathlib import Path
 
 import pytest
 
-from shapecheck.confirm.fixtures import fixed_version, fixture_files
+from shapecheck.confirm.fixtures import confirm, fixed_version, fixture_files
 from shapecheck.rule import Rule, all_rules
 
 pytest.importorskip("torch")
 
-from shapecheck.confirm.__main__ import main
-from shapecheck.confirm.fixtures import confirm
+from shapecheck.confirm.__main__ import main, print_report
+from tests.conftest import confirmation, fixed_confirmation
 
 
 def test_report_covers_every_rule_and_agrees(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--device", "cpu"]) == 0
+    reports = [confirmation(path, "cpu") for path in fixture_files()]
+    fixed = [
+        fixed_confirmation(path, "cpu") for path in fixture_files() if fixed_version(path).exists()
+    ]
+    assert print_report(reports, fixed) == 0
     report = capsys.readouterr().out
-    assert report.startswith("shapecheck confirmation report\ntorch ")
     for rule in all_rules():
         assert f"{rule.code} {rule.name} — cpu" in report
-    assert "all agree" in report
+    assert "all agree" in report and "disagreement" not in report
 
 
 def test_report_fails_when_a_fixture_disagrees(
@@ -35,7 +38,49 @@ def test_report_fails_when_a_fixture_disagrees(
     broken.write_text(text, encoding="utf-8")
     assert main(["--device", "cpu", "--fixtures", str(tmp_path)]) == 1
     report = capsys.readouterr().out
+    assert report.startswith("shapecheck confirmation report\ntorch ")
     assert "disagreement(s)" in report and "not flagged" in report and "matches" in report
+
+
+BAD_CASE_THAT_RUNS = '''\
+"""SC101: a merge after a transpose that, with one head, happens to be viewable."""
+
+import torch
+
+
+def merge_heads(x: torch.Tensor) -> torch.Tensor:
+    b, h, t, d = x.shape
+    return x.transpose(1, 2).view(b, t, h * d)  # expect: SC101
+
+
+def run(device: str) -> None:
+    from shapecheck.confirm import raises
+
+    raises(merge_heads, torch.randn(2, 1, 3, 4, device=device), match="view size")
+'''
+
+
+def test_a_bad_case_that_stops_crashing_is_a_disagreement(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "SC101_one_head.py"
+    path.write_text(BAD_CASE_THAT_RUNS, encoding="utf-8")
+    report = confirm(path, "cpu")
+    assert report.failure == "merge_heads ran without raising 'view size'"
+    assert report.disagreements == [
+        "SC101_one_head.py (cpu): merge_heads ran without raising 'view size'",
+        "SC101_one_head.py:8 SC101 (cpu): at run time no case ran it",
+    ]
+    assert main(["--device", "cpu", "--fixtures", str(tmp_path)]) == 1
+    assert "ran without raising" in capsys.readouterr().out
+
+
+def test_a_finding_on_an_unmarked_line_is_a_disagreement(tmp_path: Path) -> None:
+    path = tmp_path / "SC101_unmarked.py"
+    path.write_text(BAD_CASE_THAT_RUNS.replace("  # expect: SC101", ""), encoding="utf-8")
+    assert "SC101_unmarked.py:8: SC101 reported on an unmarked line" in (
+        confirm(path, "cpu").disagreements
+    )
 
 
 def test_report_needs_fixtures(tmp_path: Path) -> None:
@@ -61,7 +106,7 @@ def test_documentation_quotes_what_its_fixtures_show(rule: type[Rule]) -> None:
     raised: set[str] = set()
     diverges = False
     for path in fixture_files():
-        for verdict in confirm(path, "cpu").verdicts:
+        for verdict in confirmation(path, "cpu").verdicts:
             if verdict.code != rule.code or not verdict.bad or verdict.outcome is None:
                 continue
             if verdict.outcome.kind == "raises":

@@ -17,6 +17,7 @@ from shapecheck.confirm.fixtures import (
     static_findings,
 )
 from shapecheck.rule import Rule, all_rules
+from tests.conftest import confirmation, fixed_confirmation
 
 FIXTURES = fixture_files()
 IDS = [path.name for path in FIXTURES]
@@ -63,18 +64,12 @@ def available(device: str) -> bool:
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 @pytest.mark.parametrize("path", FIXTURES, ids=IDS)
 def test_runtime_confirms_every_marked_line(path: Path, device: str) -> None:
+    """Every bad line sits in a case that crashed or diverged, every look-alike in one that
+    matched, no claim of ``run`` was contradicted, no unmarked line has a finding."""
     if not available(device):
         pytest.skip("no CUDA device")
-    from shapecheck.confirm.fixtures import confirm
-
-    report = confirm(path, device)
-    for verdict in report.verdicts:
-        where = f"{path.name}:{verdict.line} ({verdict.code}, {device})"
-        assert verdict.outcome is not None, f"{where}: no case run by run() holds this line"
-        assert verdict.runtime_agrees, (
-            f"{where}: marked {'bad' if verdict.bad else 'ok'}, "
-            f"but the case {verdict.outcome.kind}: {verdict.outcome.detail}"
-        )
+    report = confirmation(path, device)
+    assert report.verdicts and not report.disagreements, report.disagreements
 
 
 # --- fixed fixtures: every fix proven by running it ------------------------------------------
@@ -149,8 +144,6 @@ def test_fixed_cases_run_right(path: Path, device: str) -> None:
     every fix keeps results (SC202, SC601), computes exactly what it did without the problem."""
     if not available(device):
         pytest.skip("no CUDA device")
-    from shapecheck.confirm.fixtures import confirm_fixed
-
-    report = confirm_fixed(path, device)
+    report = fixed_confirmation(path, device)
     assert report.repairs, f"{path.name}: no case was repaired"
     assert not report.disagreements, report.disagreements

@@ -22,6 +22,7 @@ import contextlib
 import copy
 import importlib.util
 import inspect
+import math
 import re
 import sys
 from collections import Counter
@@ -46,6 +47,9 @@ class Outcome:
     last_line: int
     kind: OutcomeKind
     detail: str
+    gap: float | None = None
+    """For ``differs`` and ``matches``: the largest |actual - expected|, always finite; ``None``
+    where the evidence is not a distance (an error, allocations, non-finite outputs)."""
 
     def covers(self, path: str, line: int) -> bool:
         """Does this case hold ``line`` of ``path`` (an absolute, resolved path)?"""
@@ -150,9 +154,18 @@ def raises(case: Callable[..., Any], *args: Any, match: str, **kwargs: Any) -> s
 
 
 def differs(
-    case: Callable[..., Any], *args: Any, expected: Any, atol: float = 1e-4, **kwargs: Any
+    case: Callable[..., Any],
+    *args: Any,
+    expected: Any,
+    atol: float = 1e-4,
+    non_finite: bool = False,
+    **kwargs: Any,
 ) -> float:
-    """Call ``case``; its output must have ``expected``'s shape and differ from it."""
+    """Call ``case``; its output must have ``expected``'s shape and differ from it by more than
+    ``atol``. Both must be finite: a NaN is no distance. Where the rule's evidence *is*
+    non-finite output (a fill that overflows to -inf, a fully masked row that becomes NaN),
+    say so with ``non_finite=True``: the output must then hold NaN or inf where the finite
+    reference does not, and the outcome says how many (the returned gap is ``inf``)."""
     actual = case(*args, **kwargs)
     repair = _repairs.get(_name(case))
     if repair is not None:
@@ -160,22 +173,34 @@ def differs(
             return matches(case, *args, expected=expected, **kwargs)
         _same_as_unfixed(case, repair, actual, args, kwargs)
         return 0.0
+    _require_finite(case, "the reference", expected)
+    if non_finite:
+        _check_shapes(case, actual, expected)
+        broken = int((~actual.isfinite()).sum())
+        if not broken:
+            raise AssertionError(f"{_name(case)} returned no NaN or inf")
+        detail = f"{broken} of {actual.numel()} outputs are NaN or inf; the reference is finite"
+        _record(case, "differs", detail)
+        return math.inf
+    _require_finite(case, "the output", actual)
     gap = _max_gap(case, actual, expected)
-    if gap <= atol:
+    if not gap > atol:
         raise AssertionError(f"{_name(case)} matches the reference (max gap {gap:.3g})")
-    _record(case, "differs", f"max |actual - expected| = {gap:.3g}")
+    _record(case, "differs", f"max |actual - expected| = {gap:.3g}", gap)
     return gap
 
 
 def matches(
     case: Callable[..., Any], *args: Any, expected: Any, atol: float = 1e-5, **kwargs: Any
 ) -> float:
-    """Call ``case``; its output must equal ``expected`` within ``atol``."""
+    """Call ``case``; its output must equal ``expected`` within ``atol``, both finite."""
     actual = case(*args, **kwargs)
+    _require_finite(case, "the reference", expected)
+    _require_finite(case, "the output", actual)
     gap = _max_gap(case, actual, expected)
-    if gap > atol:
+    if not gap <= atol:
         raise AssertionError(f"{_name(case)} differs from the reference (max gap {gap:.3g})")
-    _record(case, "matches", f"max |actual - expected| = {gap:.3g}")
+    _record(case, "matches", f"max |actual - expected| = {gap:.3g}", gap)
     return gap
 
 
@@ -218,28 +243,46 @@ def allocates(case: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
 def _same_as_unfixed(
     case: Callable[..., Any], repair: Repair, actual: Any, args: Any, kwargs: Any
 ) -> None:
-    """A fix that keeps results: the unfixed case, on the same inputs and weights, agrees."""
+    """A fix that keeps results: the unfixed case, on the same inputs and weights, computes
+    the very same values (NaN where it had NaN)."""
     if inspect.isfunction(case):
         unfixed: Callable[..., Any] = getattr(repair.original, case.__name__)
     else:
         unfixed = copy.copy(case)
         unfixed.__class__ = getattr(repair.original, type(case).__name__)
-    gap = _max_gap(case, actual, unfixed(*args, **kwargs))
-    if gap != 0:
+    before = unfixed(*args, **kwargs)
+    _check_shapes(case, actual, before)
+    if not bool((actual == before).logical_or(actual.isnan() & before.isnan()).all()):
+        gap = _max_gap(case, actual, before)
         raise AssertionError(f"fixed {_name(case)} differs from the unfixed case by {gap:.3g}")
     _record(case, "same", "computes exactly what the unfixed case computed")
 
 
-def _max_gap(case: Callable[..., Any], actual: Any, expected: Any) -> float:
+def _require_finite(case: Callable[..., Any], what: str, values: Any) -> None:
+    broken = int((~values.isfinite()).sum())
+    if broken:
+        raise AssertionError(
+            f"{_name(case)}: {what} has {broken} NaN or inf value(s); a NaN is no evidence of "
+            "a match or a difference (pass non_finite=True to differs if it is the evidence)"
+        )
+
+
+def _check_shapes(case: Callable[..., Any], actual: Any, expected: Any) -> None:
     if tuple(actual.shape) != tuple(expected.shape):
         raise AssertionError(
             f"{_name(case)} returned shape {tuple(actual.shape)}, "
             f"the reference {tuple(expected.shape)}"
         )
+
+
+def _max_gap(case: Callable[..., Any], actual: Any, expected: Any) -> float:
+    _check_shapes(case, actual, expected)
     return float((actual.double() - expected.double()).abs().max())
 
 
-def _record(case: Callable[..., Any], kind: OutcomeKind, detail: str) -> None:
+def _record(
+    case: Callable[..., Any], kind: OutcomeKind, detail: str, gap: float | None = None
+) -> None:
     if _recorded is None:
         return
     subject = case if inspect.isfunction(case) or inspect.isclass(case) else type(case)
@@ -249,7 +292,7 @@ def _record(case: Callable[..., Any], kind: OutcomeKind, detail: str) -> None:
     path = str(Path(source or "<unknown>").resolve())
     detail = re.sub(r"\s+", " ", detail)
     _recorded.append(
-        Outcome(_name(case), path, first_line, first_line + len(lines) - 1, kind, detail)
+        Outcome(_name(case), path, first_line, first_line + len(lines) - 1, kind, detail, gap)
     )
 
 

@@ -63,14 +63,18 @@ def main(argv: list[str] | None = None) -> int:
         f"{', '.join(devices[options.device])}{gpu}" + ("" if cuda else " (cuda: not available)")
     )
     reports = [confirm(path, device) for device in devices[options.device] for path in files]
-    disagreements = _print_tables(reports)
     fixed = [
         confirm_fixed(path, device)
         for device in devices[options.device]
         for path in files
         if fixed_version(path).exists()
     ]
-    disagreements += _print_fixes(fixed)
+    return print_report(reports, fixed)
+
+
+def print_report(reports: list[FixtureReport], fixed: list[FixedReport]) -> int:
+    """The tables per rule and per fixed fixture, then every disagreement; the exit status."""
+    disagreements = _print_tables(reports) + _print_fixes(fixed)
     print()
     if disagreements:
         print(f"{len(disagreements)} disagreement(s):")
@@ -102,14 +106,9 @@ def _write_fixed() -> int:
 
 def _print_tables(reports: list[FixtureReport]) -> list[str]:
     by_rule: dict[tuple[str, str], list[LineVerdict]] = defaultdict(list)
-    disagreements: list[str] = []
     for report in reports:
         for verdict in report.verdicts:
             by_rule[(verdict.code, report.device)].append(verdict)
-        for line, code in sorted(report.unmarked_findings):
-            disagreements.append(f"{report.path.name}:{line}: {code} reported on an unmarked line")
-        if report.failure:
-            disagreements.append(f"{report.path.name} ({report.device}): {report.failure}")
     from shapecheck.rule import rule_by_code
 
     for (code, device), verdicts in sorted(by_rule.items()):
@@ -124,16 +123,7 @@ def _print_tables(reports: list[FixtureReport]) -> list[str]:
         _row("look-alikes quiet", clean, lambda v: v.static_agrees)
         _row("look-alikes matching the reference", clean, lambda v: v.runtime_agrees)
         print(f"      {_gaps(clean)}")
-        for verdict in verdicts:
-            where = f"{verdict.path.name}:{verdict.line} {code} ({device})"
-            if not verdict.static_agrees:
-                expectation = "not flagged" if verdict.bad else "flagged on a look-alike"
-                disagreements.append(f"{where}: {expectation}")
-            if not verdict.runtime_agrees:
-                outcome = verdict.outcome
-                happened = f"{outcome.kind}: {outcome.detail}" if outcome else "no case ran it"
-                disagreements.append(f"{where}: at run time {happened}")
-    return disagreements
+    return [problem for report in reports for problem in report.disagreements]
 
 
 def _print_fixes(reports: list[FixedReport]) -> list[str]:
@@ -155,17 +145,20 @@ def _row(label: str, verdicts: list[LineVerdict], agrees: Callable[[LineVerdict]
 
 
 def _evidence(verdicts: list[LineVerdict]) -> list[str]:
-    """What PyTorch did on the bad lines: each distinct error (or allocation), and the
-    divergences."""
+    """What PyTorch did on the bad lines: each distinct error (or allocation, or non-finite
+    output), and the range of the divergences."""
     errors: Counter[str] = Counter()
     diverging: list[float] = []
     for verdict in verdicts:
-        if verdict.outcome is None:
+        outcome = verdict.outcome
+        if outcome is None:
             continue
-        if verdict.outcome.kind in ("raises", "allocates"):
-            errors[_shorten(verdict.outcome.detail)] += 1
-        elif verdict.outcome.kind == "differs":
-            diverging.append(_gap(verdict.outcome.detail))
+        if outcome.kind in ("raises", "allocates"):
+            errors[_shorten(outcome.detail)] += 1
+        elif outcome.kind == "differs" and outcome.gap is None:
+            errors[f"differs: {outcome.detail}"] += 1
+        elif outcome.kind == "differs" and outcome.gap is not None:
+            diverging.append(outcome.gap)
     lines = [f"x{count}: {message}" for message, count in errors.most_common()]
     if diverging:
         lines.append(
@@ -177,15 +170,13 @@ def _evidence(verdicts: list[LineVerdict]) -> list[str]:
 
 def _gaps(verdicts: list[LineVerdict]) -> str:
     gaps = [
-        _gap(verdict.outcome.detail)
+        verdict.outcome.gap
         for verdict in verdicts
-        if verdict.outcome is not None and verdict.outcome.kind == "matches"
+        if verdict.outcome is not None
+        and verdict.outcome.kind == "matches"
+        and verdict.outcome.gap is not None
     ]
     return f"max |output - reference| {max(gaps):.2g}" if gaps else ""
-
-
-def _gap(detail: str) -> float:
-    return float(detail.rsplit("= ", 1)[-1])
 
 
 def _shorten(message: str, limit: int = 110) -> str:

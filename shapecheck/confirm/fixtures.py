@@ -95,6 +95,28 @@ class FixtureReport:
     failure: str | None
     """A claim of the fixture's ``run`` that PyTorch contradicted."""
 
+    @property
+    def disagreements(self) -> list[str]:
+        """Everything that contradicts the marks: a finding on an unmarked line, a claim of
+        ``run`` that PyTorch contradicted (a bad case that stopped crashing), a marked line
+        the linter judged otherwise, or whose case did not do what the mark says."""
+        problems = [
+            f"{self.path.name}:{line}: {code} reported on an unmarked line"
+            for line, code in sorted(self.unmarked_findings)
+        ]
+        if self.failure:
+            problems.append(f"{self.path.name} ({self.device}): {self.failure}")
+        for verdict in self.verdicts:
+            where = f"{self.path.name}:{verdict.line} {verdict.code} ({self.device})"
+            if not verdict.static_agrees:
+                expectation = "not flagged" if verdict.bad else "flagged on a look-alike"
+                problems.append(f"{where}: {expectation}")
+            if not verdict.runtime_agrees:
+                outcome = verdict.outcome
+                happened = f"{outcome.kind}: {outcome.detail}" if outcome else "no case ran it"
+                problems.append(f"{where}: at run time {happened}")
+        return problems
+
 
 def confirm(path: Path, device: str) -> FixtureReport:
     """Lint and run one fixture on ``device``; judge every marked line."""
