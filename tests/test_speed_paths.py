@@ -4,17 +4,21 @@ the findings the plain path gives, on the fixtures and on real code."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from click.testing import Result
 
 from shapecheck.cache import ResultCache
 from shapecheck.confirm.fixtures import fixture_files
+from shapecheck.diagnostics import Diagnostic, FileResult
 from shapecheck.rule import all_rules, rule_codes
-from shapecheck.run import check_files
-from tests.conftest import ROOT
+from shapecheck.run import POOL_MIN_FILES, check_files
+from tests.conftest import BAD_VIEW, ROOT
 
 CODES = rule_codes()
 
@@ -33,12 +37,50 @@ def test_rule_codes_are_read_from_module_names() -> None:
     assert rule_codes() == tuple(rule.code for rule in all_rules())
 
 
-def test_the_pool_finds_what_one_process_finds(tmp_path: Path) -> None:
-    targets = [(str(path), None) for path in _corpus()]
+def _by_file(results: list[FileResult]) -> list[tuple[str, list[Diagnostic], bool]]:
+    return [(result.path, result.diagnostics, result.complete) for result in results]
+
+
+def _targets_with_findings_at_the_edges() -> list[tuple[str, bytes | None]]:
+    """The corpus with the first, the last and the smallest inputs each holding a finding:
+    a pool that loses or misplaces the result of any of them differs from one process."""
+    fixtures = fixture_files()
+    smallest = ("smallest.py", BAD_VIEW.encode())
+    middle = [(str(path), None) for path in _corpus()[1:] if path.stat().st_size > 200]
+    targets: list[tuple[str, bytes | None]] = [
+        (str(fixtures[0]), None),
+        *middle,
+        smallest,
+        (str(fixtures[-1]), None),
+    ]
+    sizes = [len(data) if data else Path(path).stat().st_size for path, data in targets]
+    assert sizes.index(min(sizes)) == len(targets) - 2
+    return targets
+
+
+def test_the_pool_finds_what_one_process_finds_file_by_file() -> None:
+    targets = _targets_with_findings_at_the_edges()
     one = check_files(targets, CODES, None, jobs=1)
     two = check_files(targets, CODES, None, jobs=2)
-    assert [r.diagnostics for r in one] == [r.diagnostics for r in two]
-    assert sum(len(r.diagnostics) for r in one) > 100
+    assert _by_file(two) == _by_file(one)
+    assert [result.path for result in one] == [path for path, _ in targets]
+    assert all(one[index].diagnostics for index in (0, -2, -1))
+
+
+def test_the_pool_reports_every_finding_of_many_small_files(
+    write: Callable[[str, str | bytes], Path],
+    cli: Callable[..., Result],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """More files than start the pool, each with exactly one finding: the summary counts each."""
+    monkeypatch.setattr("shapecheck.run._cpus", lambda: 2)
+    count = POOL_MIN_FILES + 3
+    for index in range(count):
+        write(f"model_{index:02}.py", BAD_VIEW + f"\nSIZE = {index}\n" * index)
+    result = cli("--no-cache", ".")
+    assert result.exit_code == 1
+    assert result.output.count(": SC101 ") == count
+    assert f"{count} findings in {count} files" in result.output
 
 
 def test_cached_results_equal_fresh_ones(tmp_path: Path) -> None:
@@ -61,6 +103,27 @@ def test_a_changed_file_or_other_rules_miss_the_cache(tmp_path: Path) -> None:
     assert cache.get("a.py", b"x = 1\n") == []
     assert cache.get("a.py", b"x = 2\n") is None
     assert ResultCache(tmp_path, ["SC101"]).get("a.py", b"x = 1\n") is None
+
+
+@pytest.mark.parametrize(
+    "edited",
+    [
+        "shapecheck/analysis/ops.py",
+        "shapecheck/linter.py",
+        "rules/sc101_view_without_contiguous.py",
+    ],
+)
+def test_editing_shapecheck_or_a_rule_changes_the_cache_folder(edited: str) -> None:
+    """An edited rule in an editable install must not serve the findings of the old one."""
+    path = ROOT / edited
+    status = path.stat()
+    before = ResultCache(Path("cache"), CODES).folder
+    try:
+        os.utime(path, ns=(status.st_atime_ns, status.st_mtime_ns + 1_000_000_000))
+        assert ResultCache(Path("cache"), CODES).folder != before
+    finally:
+        os.utime(path, ns=(status.st_atime_ns, status.st_mtime_ns))
+    assert ResultCache(Path("cache"), CODES).folder == before
 
 
 def test_a_damaged_entry_is_a_miss(tmp_path: Path) -> None:
