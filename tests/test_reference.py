@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Annotated
 
 import pytest
 
@@ -11,6 +12,7 @@ pytest.importorskip("jaxtyping")
 pytest.importorskip("beartype")
 
 import torch.nn.functional as F  # noqa: E402
+from beartype.vale import Is  # noqa: E402
 from jaxtyping import TypeCheckError  # noqa: E402
 
 from shapecheck.reference import (  # noqa: E402
@@ -21,6 +23,7 @@ from shapecheck.reference import (  # noqa: E402
     scaled_dot_product_attention,
     set_runtime_checks,
 )
+from shapecheck.reference.checking import shape_checked  # noqa: E402
 from tests.conftest import run_python  # noqa: E402
 
 BATCH, Q_LEN, K_LEN, HEADS, D_K, D_V = 2, 5, 7, 3, 4, 6
@@ -237,10 +240,31 @@ def test_wrong_width_names_the_axis() -> None:
         module(x, x, x)
 
 
+_checked_shapes: list[tuple[int, ...]] = []
+
+
+def _count_check(tensor: torch.Tensor) -> bool:
+    _checked_shapes.append(tuple(tensor.shape))
+    return True
+
+
+@shape_checked
+def _doubled(x: Annotated[torch.Tensor, Is[_count_check]]) -> torch.Tensor:
+    return 2 * x
+
+
 def test_a_signature_that_passed_is_trusted_and_a_new_one_is_checked() -> None:
+    _checked_shapes.clear()
+    _doubled(torch.ones(2))
+    assert set(_checked_shapes) == {(2,)}  # jaxtyping and beartype may each look
+    first_check = len(_checked_shapes)
+    _doubled(torch.ones(2))  # the same shape and dtype: trusted, not checked again
+    assert len(_checked_shapes) == first_check
+    _doubled(torch.ones(3))
+    _doubled(torch.ones(3, dtype=torch.float64))
+    assert _checked_shapes.count((3,)) == 2 * first_check
     q, k, v = _qkv()
-    scaled_dot_product_attention(q, k, v)
-    scaled_dot_product_attention(q, k, v)  # cached: no second check needed, same result
+    assert gap(scaled_dot_product_attention(q, k, v), scaled_dot_product_attention(q, k, v)) == 0
     with pytest.raises(TypeCheckError):
         scaled_dot_product_attention(*_qkv(k_features=D_K + 1))
 
