@@ -16,6 +16,8 @@ from shapecheck.cli import main
 if TYPE_CHECKING:
     from shapecheck.confirm.fixtures import FixedReport, FixtureReport
 
+pytest_plugins = ["tests.strict_skips"]
+
 BAD_VIEW = textwrap.dedent(
     """\
     import torch
