@@ -58,8 +58,12 @@ def test_hook_fails_on_a_bad_file_then_passes_without_python_files(
     _git(repo, "add", "model.py")
 
     failing = _try_repo(repo, environment)
-    assert failing.returncode == 1, failing.stdout + failing.stderr
+    output = failing.stdout + failing.stderr
+    # pre-commit says 1 for a hook that crashed too: the finding must be the only reason
+    assert failing.returncode == 1, output
     assert "model.py:6:37: SC101" in failing.stdout
+    assert "SC000" not in output and "internal error" not in output, output
+    assert "1 finding in 1 file" in failing.stdout, output
 
     _git(repo, "rm", "-q", "--cached", "model.py")
     (repo / "model.py").unlink()
