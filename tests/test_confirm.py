@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import types
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,9 @@ from shapecheck.rule import Rule, all_rules
 
 pytest.importorskip("torch")
 
+from shapecheck.confirm import Outcome, OutcomeKind, Repair
 from shapecheck.confirm.__main__ import main, print_report
+from shapecheck.confirm.fixtures import FixedReport, LineVerdict, _innermost
 from tests.conftest import confirmation, fixed_confirmation
 
 
@@ -135,3 +138,44 @@ def test_report_fails_when_a_fix_is_wrong(
     assert main(["--device", "cpu", "--fixtures", str(tmp_path)]) == 1
     report = capsys.readouterr().out
     assert "SC301_functional.py (cpu): " in report and "differs" in report
+
+
+def _outcome(kind: OutcomeKind, case: str = "case") -> Outcome:
+    return Outcome(case, "/model.py", 1, 9, kind, "what it did")
+
+
+@pytest.mark.parametrize("kind", ["raises", "differs", "allocates", "matches", "runs", "same"])
+def test_a_bad_line_needs_a_crash_a_divergence_or_allocations(kind: OutcomeKind) -> None:
+    bad = LineVerdict(Path("model.py"), 5, "SC101", True, True, _outcome(kind))
+    assert bad.runtime_agrees == (kind in ("raises", "differs", "allocates"))
+    lookalike = LineVerdict(Path("model.py"), 5, "SC101", False, False, _outcome(kind))
+    assert lookalike.runtime_agrees == (kind == "matches")
+
+
+def test_a_marked_line_no_case_ran_disagrees() -> None:
+    assert not LineVerdict(Path("model.py"), 5, "SC101", True, True, None).runtime_agrees
+    assert not LineVerdict(Path("model.py"), 5, "SC101", False, False, None).runtime_agrees
+
+
+def test_a_repaired_case_must_run_and_do_what_its_repair_promises() -> None:
+    original = types.ModuleType("original")
+    repairs = {"kept": Repair(True, original), "mended": Repair(False, original)}
+
+    def disagreements(*outcomes: Outcome) -> list[str]:
+        return FixedReport(Path("fixed.py"), "cpu", repairs, list(outcomes), None).disagreements
+
+    assert disagreements(_outcome("same", "kept"), _outcome("matches", "mended")) == []
+    assert disagreements(_outcome("same", "kept")) == ["mended: run() never ran it"]
+    assert disagreements(_outcome("matches", "kept"), _outcome("runs", "mended")) == [
+        "kept: matches"
+    ]
+
+
+def test_a_line_is_judged_by_the_innermost_case_holding_it() -> None:
+    """A look-alike helper inside a bad case is judged by its own run, not by the bad case's."""
+    outer = Outcome("Attention", "/model.py", 1, 20, "differs", "diverged")
+    inner = Outcome("Attention.scores", "/model.py", 5, 8, "matches", "matched")
+    assert _innermost([outer, inner], Path("/model.py"), 6) is inner
+    assert _innermost([inner, outer], Path("/model.py"), 6) is inner
+    assert _innermost([outer, inner], Path("/model.py"), 12) is outer
+    assert _innermost([outer, inner], Path("/other.py"), 6) is None

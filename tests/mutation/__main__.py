@@ -1,0 +1,292 @@
+"""Mutation check of the proof: break one piece at a time, and the test named for it must fail.
+
+    python -m tests.mutation               # every mutant, against the tests meant to kill it
+    python -m tests.mutation --full        # every mutant, against the whole suite (slow)
+    python -m tests.mutation NAME ...      # only these mutants
+
+Each mutant replaces one exact piece of text in one file of this checkout (the text must occur
+exactly once, so a mutant that no longer applies is reported, never silently skipped), runs
+pytest, and restores the file byte for byte with its modification time. Killed: the tests
+failed. Survived: they passed, and the proof has a hole. The unmutated tests must pass first.
+Exit status 1 when a mutant survives or no longer applies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+CONFIRM = "shapecheck/confirm/__init__.py"
+FIXTURES = "shapecheck/confirm/fixtures.py"
+HELPERS = "tests/test_confirm_helpers.py"
+REPORT = "tests/test_confirm.py"
+SPEED = "tests/test_speed_paths.py"
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    path: str
+    original: str
+    mutated: str
+    killers: tuple[str, ...]
+    """The tests that must fail (pytest node ids, relative to the checkout)."""
+
+
+MUTANTS = [
+    Mutant(
+        "raises-records-without-running",
+        CONFIRM,
+        "    try:\n        case(*args, **kwargs)\n    except Exception as error:",
+        "    try:\n        raise RuntimeError(match)\n    except Exception as error:",
+        (
+            f"{HELPERS}::test_raises_runs_the_case",
+            f"{HELPERS}::test_raises_fails_when_the_case_runs",
+        ),
+    ),
+    Mutant(
+        "raises-accepts-any-error",
+        CONFIRM,
+        "        if match not in message:\n",
+        "        if False:\n",
+        (f"{HELPERS}::test_raises_fails_on_another_error",),
+    ),
+    Mutant(
+        "differs-needs-no-gap",
+        CONFIRM,
+        "    if not gap > atol:\n",
+        "    if False:\n",
+        (f"{HELPERS}::test_differs_fails_when_the_output_matches",),
+    ),
+    Mutant(
+        "matches-needs-no-closeness",
+        CONFIRM,
+        "    if not gap <= atol:\n",
+        "    if False:\n",
+        (f"{HELPERS}::test_matches_fails_when_the_output_differs",),
+    ),
+    Mutant(
+        "allocates-accepts-nothing-built",
+        CONFIRM,
+        "    if not built:\n",
+        "    if False:\n",
+        (f"{HELPERS}::test_allocates_fails_when_nothing_is_built",),
+    ),
+    Mutant(
+        "nan-counts-as-evidence",
+        CONFIRM,
+        "    broken = int((~values.isfinite()).sum())\n    if broken:\n",
+        "    broken = 0\n    if broken:\n",
+        (
+            f"{HELPERS}::test_a_nan_output_is_no_evidence_of_a_difference",
+            f"{HELPERS}::test_a_nan_reference_proves_nothing",
+            f"{HELPERS}::test_matching_nans_are_no_match",
+        ),
+    ),
+    Mutant(
+        "non-finite-evidence-unchecked",
+        CONFIRM,
+        "        if not broken:\n",
+        "        if False:\n",
+        (f"{HELPERS}::test_non_finite_evidence_fails_on_a_finite_output",),
+    ),
+    Mutant(
+        "reference-returns-nan",
+        "shapecheck/reference/attention.py",
+        "    return weights @ v\n",
+        '    return weights @ v * float("nan")\n',
+        ("tests/test_fixtures.py::test_runtime_confirms_every_marked_line",),
+    ),
+    Mutant(
+        "kept-results-unchecked",
+        CONFIRM,
+        "    if not bool((actual == before)",
+        "    if False and not bool((actual == before)",
+        (f"{HELPERS}::test_a_repair_that_keeps_results_fails_when_the_numbers_move",),
+    ),
+    Mutant(
+        "contradicted-run-swallowed",
+        CONFIRM,
+        "            return FixtureRun(list(outcomes), str(error))",
+        "            return FixtureRun(list(outcomes), None)",
+        (f"{REPORT}::test_a_bad_case_that_stops_crashing_is_a_disagreement",),
+    ),
+    Mutant(
+        "contradicted-run-not-a-disagreement",
+        FIXTURES,
+        "        if self.failure:\n            problems.append(",
+        "        if False:\n            problems.append(",
+        (f"{REPORT}::test_a_bad_case_that_stops_crashing_is_a_disagreement",),
+    ),
+    Mutant(
+        "unmarked-finding-not-a-disagreement",
+        FIXTURES,
+        "            for line, code in sorted(self.unmarked_findings)\n",
+        "            for line, code in sorted(self.unmarked_findings & set())\n",
+        (f"{REPORT}::test_a_finding_on_an_unmarked_line_is_a_disagreement",),
+    ),
+    Mutant(
+        "bad-line-accepts-a-match",
+        FIXTURES,
+        'return self.outcome.kind in ("raises", "differs", "allocates")',
+        'return self.outcome.kind in ("raises", "differs", "allocates", "matches")',
+        (f"{REPORT}::test_a_bad_line_needs_a_crash_a_divergence_or_allocations",),
+    ),
+    Mutant(
+        "innermost-case-is-the-outermost",
+        FIXTURES,
+        "    return min(covering, key=lambda outcome: outcome.span, default=None)",
+        "    return max(covering, key=lambda outcome: outcome.span, default=None)",
+        (f"{REPORT}::test_a_line_is_judged_by_the_innermost_case_holding_it",),
+    ),
+    Mutant(
+        "repaired-case-never-run-accepted",
+        FIXTURES,
+        '            if not kinds:\n                problems.append(f"{case}: run() never ran it")',
+        '            if False:\n                problems.append(f"{case}: run() never ran it")',
+        (f"{REPORT}::test_a_repaired_case_must_run_and_do_what_its_repair_promises",),
+    ),
+    Mutant(
+        "pool-loses-the-last-result",
+        "shapecheck/run.py",
+        "    return [by_index[index] for index in range(len(pending))]",
+        "    ordered = [by_index[index] for index in range(len(pending))]\n"
+        "    return [*ordered[:-1], FileResult(ordered[-1].path, [])]",
+        (
+            f"{SPEED}::test_the_pool_finds_what_one_process_finds_file_by_file",
+            f"{SPEED}::test_the_pool_reports_every_finding_of_many_small_files",
+        ),
+    ),
+    Mutant(
+        "pool-loses-the-smallest-result",
+        "shapecheck/run.py",
+        "            checked = list(pool.map(_check_one, [pending[index] for index in order]))\n",
+        "            checked = list(pool.map(_check_one, [pending[index] for index in order]))\n"
+        "            checked[-1] = FileResult(checked[-1].path, [])\n",
+        (
+            f"{SPEED}::test_the_pool_finds_what_one_process_finds_file_by_file",
+            f"{SPEED}::test_the_pool_reports_every_finding_of_many_small_files",
+        ),
+    ),
+    Mutant(
+        "cache-ignores-its-own-source",
+        "shapecheck/cache.py",
+        "    for location in _source_folders():\n",
+        "    for location in []:\n",
+        (f"{SPEED}::test_editing_shapecheck_or_a_rule_changes_the_cache_folder",),
+    ),
+    Mutant(
+        "cache-ignores-the-rules-folder",
+        "shapecheck/cache.py",
+        "    return [package, *outside]\n",
+        "    return [package]\n",
+        (f"{SPEED}::test_editing_shapecheck_or_a_rule_changes_the_cache_folder",),
+    ),
+    Mutant(
+        "cache-ignores-modification-times",
+        "shapecheck/cache.py",
+        ':{status.st_size}:{status.st_mtime_ns}"',
+        ':{status.st_size}"',
+        (f"{SPEED}::test_editing_shapecheck_or_a_rule_changes_the_cache_folder",),
+    ),
+    Mutant(
+        "reference-never-trusts-a-signature",
+        "shapecheck/reference/checking.py",
+        "            passed.add(key)\n",
+        "            pass\n",
+        (
+            "tests/test_reference.py::"
+            "test_a_signature_that_passed_is_trusted_and_a_new_one_is_checked",
+        ),
+    ),
+    Mutant(
+        "hook-installs-without-libcst",
+        "pyproject.toml",
+        'dependencies = ["libcst>=1.1", "click>=8.1"]',
+        'dependencies = ["click>=8.1"]',
+        (
+            "tests/test_precommit.py::"
+            "test_hook_fails_on_a_bad_file_then_passes_without_python_files",
+        ),
+    ),
+    Mutant(
+        "strict-skips-never-strict",
+        "tests/strict_skips.py",
+        '    return os.environ.get("SHAPECHECK_STRICT_SKIPS") == "1"\n',
+        "    return False\n",
+        ("tests/test_strict_skips.py::test_strict_skips_fail_every_skip_but_the_gpu",),
+    ),
+    Mutant(
+        "strict-skips-accept-every-reason",
+        "tests/strict_skips.py",
+        "    if ACCEPTED_REASON in reason:\n",
+        "    if True:\n",
+        ("tests/test_strict_skips.py::test_strict_skips_fail_every_skip_but_the_gpu",),
+    ),
+]
+
+
+def _pytest(tests: list[str]) -> tuple[bool, str]:
+    """Run pytest on ``tests`` (all of them if empty): did it pass, and the first failure."""
+    environment = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    process = subprocess.run(
+        [sys.executable, "-m", "pytest", "-x", "-q", "-rf", "-p", "no:cacheprovider", *tests],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    failed = re.findall(r"^(?:FAILED|ERROR) (\S+)", process.stdout, re.MULTILINE)
+    summary = process.stdout.strip().splitlines()[-1] if process.stdout.strip() else ""
+    return process.returncode == 0, failed[0] if failed else summary
+
+
+def _run(mutant: Mutant, full: bool) -> str:
+    path = ROOT / mutant.path
+    original = path.read_bytes()
+    status = path.stat()
+    text = original.decode("utf-8")
+    if text.count(mutant.original) != 1:
+        return f"NO LONGER APPLIES: {mutant.path} holds the text {text.count(mutant.original)}x"
+    try:
+        path.write_text(text.replace(mutant.original, mutant.mutated), encoding="utf-8")
+        passed, failure = _pytest([] if full else list(mutant.killers))
+    finally:
+        path.write_bytes(original)
+        os.utime(path, ns=(status.st_atime_ns, status.st_mtime_ns))
+    return f"survived ({failure.strip()})" if passed else f"killed by {failure}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.mutation", description=__doc__)
+    parser.add_argument("names", nargs="*", help="mutants to run (default: all)")
+    parser.add_argument("--full", action="store_true", help="run the whole suite per mutant")
+    options = parser.parse_args(argv)
+    unknown = set(options.names) - {mutant.name for mutant in MUTANTS}
+    if unknown:
+        parser.error(f"no such mutant: {', '.join(sorted(unknown))}")
+    chosen = [m for m in MUTANTS if not options.names or m.name in options.names]
+    killers = sorted({test for mutant in chosen for test in mutant.killers})
+    passed, failure = _pytest([] if options.full else killers)
+    if not passed:
+        print(f"the unmutated tests fail ({failure}): fix them first", file=sys.stderr)
+        return 2
+    outcomes = {mutant.name: _run(mutant, options.full) for mutant in chosen}
+    width = max(len(name) for name in outcomes)
+    for name, outcome in outcomes.items():
+        print(f"{name:<{width}}  {outcome}", flush=True)
+    killed = sum(outcome.startswith("killed") for outcome in outcomes.values())
+    print(f"\n{killed} of {len(outcomes)} mutants killed")
+    return 0 if killed == len(outcomes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
