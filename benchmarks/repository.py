@@ -40,9 +40,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-WHEELS = {"timm": "timm==1.0.31", "transformers": "transformers==5.23.0"}
+WHEELS = {
+    "timm": "timm==1.0.31",
+    "transformers": "transformers==5.23.0",
+    "x-transformers": "x-transformers==2.31.10",
+}
 # what is measured, inside each unpacked wheel
-CORPORA = {"timm": Path("timm"), "transformers": Path("transformers/models")}
+CORPORA = {
+    "timm": Path("timm"),
+    "transformers": Path("transformers/models"),
+    "x-transformers": Path("x_transformers"),
+}
 PRECOMMIT_LINES = (900, 1000, 1300)  # shortest, ideal, longest
 STARTUP_REPEAT = 5
 # placeholders in a tool's command line
@@ -153,7 +161,7 @@ def _prepare(names: Sequence[str], folder: Path) -> None:
     subprocess.run([*download, *specs], check=True)
     for name in missing:
         version = WHEELS[name].partition("==")[2]
-        (wheel,) = folder.glob(f"{name}-{version}-*.whl")
+        (wheel,) = folder.glob(f"{name.replace('-', '_')}-{version}-*.whl")
         partial = folder / f"{name}.partial"
         shutil.rmtree(partial, ignore_errors=True)
         with zipfile.ZipFile(wheel) as archive:

@@ -1,0 +1,485 @@
+"""Recall on real code: seed one known bug at a time into real attention code, count the finds.
+
+    python benchmarks/mutants.py [--corpus timm|transformers|x-transformers]... [--limit 60]
+                                 [--seed 0] [--corpora DIR] [--show-missed OPERATOR]
+
+The corpora are the wheels ``benchmarks/repository.py`` downloads and unpacks (timm 1.0.31,
+transformers 5.23.0, x-transformers 2.31.10). Each operator below finds the sites in a file
+where its bug can be written, and writes it, one site per mutant. Every mutant is a real bug
+by construction: a site qualifies only where the syntax around it proves that the rewrite
+breaks the code (the condition is in each operator's docstring), the mutant must parse, and
+its tree must differ from the original's. A mutant is *found* when shapecheck reports more
+findings of the operator's codes on the mutant than on the original file. Up to ``--limit``
+mutants per operator and corpus are drawn at random (``--seed``) from all the sites.
+
+Prints, per operator and corpus: sites, mutants checked, found, recall; then per operator.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import random
+import re
+import sys
+import warnings
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from repository import CORPORA, _prepare
+
+from shapecheck.analysis import analyse
+from shapecheck.rule import Rule, all_rules
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace the text from ``start`` to ``end`` (character offsets) with ``text``."""
+
+    start: int
+    end: int
+    text: str
+
+
+class Source:
+    """A file's text and its parse, with character offsets of nodes."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.module = ast.parse(text)
+        self.starts = [0]
+        for line in text.splitlines(keepends=True):
+            self.starts.append(self.starts[-1] + len(line))
+        self.encoded = [line.encode() for line in text.splitlines(keepends=True)]
+
+    def offset(self, line: int, byte_column: int) -> int:
+        return self.starts[line - 1] + len(self.encoded[line - 1][:byte_column].decode())
+
+    def start(self, node: ast.AST) -> int:
+        return self.offset(node.lineno, node.col_offset)  # type: ignore[attr-defined]
+
+    def end(self, node: ast.AST) -> int:
+        return self.offset(node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined]
+
+    def code(self, node: ast.AST) -> str:
+        return self.text[self.start(node) : self.end(node)]
+
+    def dot(self, call: ast.Call) -> int:
+        """Where ``.name`` of ``receiver.name(...)`` starts (after any closing parenthesis)."""
+        assert isinstance(call.func, ast.Attribute)
+        name_start = self.end(call.func) - len(call.func.attr)
+        return self.text.rindex(".", 0, name_start)
+
+
+def _method(node: ast.AST, *names: str) -> ast.Call | None:
+    """``node`` as a call ``receiver.name(...)`` of one of ``names``."""
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in names
+    ):
+        return node
+    return None
+
+
+def _ints(call: ast.Call) -> tuple[int, ...] | None:
+    values = []
+    for argument in call.args:
+        value = argument
+        sign = 1
+        if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub):
+            sign, value = -1, value.operand
+        if not (isinstance(value, ast.Constant) and type(value.value) is int):
+            return None
+        values.append(sign * value.value)
+    return tuple(values) if not call.keywords else None
+
+
+HEAD_SWAPS = {(1, 2), (2, 1)}
+HEAD_PERMUTATION = (0, 2, 1, 3)
+
+
+def _swaps_heads(node: ast.AST) -> ast.Call | None:
+    """``x.transpose(1, 2)`` or ``x.permute(0, 2, 1, 3)``: the head axis moved."""
+    call = _method(node, "transpose", "permute")
+    if call is None:
+        return None
+    axes = _ints(call)
+    if call.func.attr == "transpose" and axes in HEAD_SWAPS:  # type: ignore[union-attr]
+        return call
+    return call if axes == HEAD_PERMUTATION else None
+
+
+def _merges(view: ast.Call) -> bool:
+    """A view of at most three sizes, or sizes spliced in (``*input_shape, -1``): after a head
+    swap of a 4-D tensor, it merges axes that the swap left apart."""
+    return (
+        bool(view.args)
+        and (len(view.args) <= 3 or any(isinstance(a, ast.Starred) for a in view.args))
+        and not view.keywords
+    )
+
+
+def _functions(module: ast.Module) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+    for node in ast.walk(module):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield node
+
+
+_PRODUCTS = ("matmul", "bmm", "einsum", "baddbmm")
+
+
+def _is_product(node: ast.AST) -> bool:
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+        return True
+    return isinstance(node, ast.Call) and _name_of(node.func) in _PRODUCTS
+
+
+def _name_of(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Name):
+        return node.id
+    return None
+
+
+def _calls_softmax(function: ast.AST) -> bool:
+    return any(
+        isinstance(node, ast.Call) and _name_of(node.func) == "softmax"
+        for node in ast.walk(function)
+    )
+
+
+def _has_product(function: ast.AST) -> bool:
+    return any(_is_product(node) for node in ast.walk(function))
+
+
+def _heads_split(function: ast.AST, source: Source) -> bool:
+    """The function works on 4-D per-head tensors: it splits or swaps a head axis."""
+    return any(_swaps_heads(node) for node in ast.walk(function)) or bool(
+        re.search(r"\bnum_heads\b|\bn_heads?\b|\bheads\b", source.code(function))
+    )
+
+
+# --- operators -----------------------------------------------------------------------------
+
+
+def drop_contiguous(source: Source) -> Iterator[Edit]:
+    """``x.transpose(1, 2).contiguous().view(B, L, D)`` -> without ``.contiguous()``: a view
+    merging axes a head swap left apart raises 'view size is not compatible'."""
+    for node in ast.walk(source.module):
+        view = _method(node, "view")
+        if view is None or not _merges(view):
+            continue
+        contiguous = _method(view.func.value, "contiguous")  # type: ignore[attr-defined]
+        if contiguous is None or contiguous.args or contiguous.keywords:
+            continue
+        swapped = _swaps_heads(contiguous.func.value)  # type: ignore[attr-defined]
+        if swapped is not None:
+            yield Edit(source.dot(contiguous), source.end(contiguous), "")
+
+
+_KEY_AXES = {(-2, -1), (-1, -2), (2, 3), (3, 2)}
+
+
+def key_transpose_axes(source: Source) -> Iterator[Edit]:
+    """``q @ k.transpose(-2, -1)`` -> ``k.transpose(1, 2)`` in a function on 4-D per-head
+    tensors (``transpose(2, 3)`` written, or heads split there): the scores no longer
+    contract the feature axis."""
+    for function in _functions(source.module):
+        four_d = _heads_split(function, source)
+        for node in ast.walk(function):
+            operands: list[ast.expr] = []
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+                operands = [node.right]
+            elif isinstance(node, ast.Call) and _name_of(node.func) == "matmul":
+                operands = (
+                    node.args[1:]
+                    if isinstance(node.func, ast.Attribute) and _name_of(node.func.value) == "torch"
+                    else node.args[:1]
+                )
+            for operand in operands:
+                transpose = _method(operand, "transpose")
+                axes = _ints(transpose) if transpose is not None else None
+                if transpose is None or axes not in _KEY_AXES:
+                    continue
+                if four_d or axes in {(2, 3), (3, 2)}:
+                    first, last = transpose.args[0], transpose.args[-1]
+                    yield Edit(source.start(first), source.end(last), "1, 2")
+
+
+def drop_scale(source: Source) -> Iterator[Edit]:
+    """``(q @ kᵀ) * scale`` or ``/ math.sqrt(d)`` in a function that takes a softmax ->
+    the product alone: the scores lose their only 1/sqrt(d_k)."""
+    for function in _functions(source.module):
+        if not _calls_softmax(function):
+            continue
+        for node in ast.walk(function):
+            if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult | ast.Div)):
+                continue
+            sides = [node.left] if isinstance(node.op, ast.Div) else [node.left, node.right]
+            for product in sides:
+                other = node.right if product is node.left else node.left
+                if _is_product(product) and not _is_product(other):
+                    yield Edit(source.start(node), source.end(node), f"({source.code(product)})")
+
+
+def softmax_dim(source: Source) -> Iterator[Edit]:
+    """``softmax(scores, dim=-1)`` -> ``dim=1`` where ``scores`` is a name the function assigns
+    from a matrix product (``q @ kᵀ``, ``matmul``, ``bmm``, ``einsum``), in a function on
+    per-head or batched tensors: the softmax normalises heads or queries, not keys."""
+    for function in _functions(source.module):
+        products = {
+            target.id
+            for node in ast.walk(function)
+            if isinstance(node, ast.Assign)
+            and any(_is_product(part) for part in ast.walk(node.value))
+            for target in node.targets
+            if isinstance(target, ast.Name)
+        }
+        for node in ast.walk(function):
+            if not (isinstance(node, ast.Call) and _name_of(node.func) == "softmax"):
+                continue
+            method = isinstance(node.func, ast.Attribute) and _name_of(node.func.value) not in (
+                "F",
+                "functional",
+                "torch",
+            )
+            receiver = node.func.value if isinstance(node.func, ast.Attribute) else None
+            scores = receiver if method else (node.args[0] if node.args else None)
+            if not (isinstance(scores, ast.Name) and scores.id in products):
+                continue
+            dims = [keyword.value for keyword in node.keywords if keyword.arg == "dim"]
+            positional = node.args[0 if method else 1 :]
+            if not dims and positional:
+                dims = [positional[0]]
+            if len(dims) == 1 and source.code(dims[0]).replace(" ", "") == "-1":
+                yield Edit(source.start(dims[0]), source.end(dims[0]), "1")
+
+
+_INFINITE_FILLS = re.compile(
+    r"^(-float\(['\"]inf['\"]\)|float\(['\"]-inf['\"]\)|-(math|torch|np|numpy)\.inf)$"
+)
+
+
+def fill_overflow(source: Source) -> Iterator[Edit]:
+    """``masked_fill(mask, torch.finfo(x.dtype).min)`` (or ``-inf``) -> ``-1e9``: float16
+    cannot hold it (masked_fill raises; arithmetic gives -inf)."""
+    for node in ast.walk(source.module):
+        call = _method(node, "masked_fill", "masked_fill_")
+        if call is None or len(call.args) != 2:
+            continue
+        value = call.args[1]
+        written = source.code(value).replace(" ", "")
+        finfo_min = (
+            isinstance(value, ast.Attribute)
+            and value.attr == "min"
+            and isinstance(value.value, ast.Call)
+            and _name_of(value.value.func) == "finfo"
+        )
+        if finfo_min or _INFINITE_FILLS.match(written):
+            yield Edit(source.start(value), source.end(value), "-1e9")
+
+
+def split_heads_without_transpose(source: Source) -> Iterator[Edit]:
+    """``x.view(B, L, H, D).transpose(1, 2)`` -> ``x.view(B, H, L, D)``: the heads are cut
+    out of the wrong memory (each 'head' mixes tokens)."""
+    for node in ast.walk(source.module):
+        transpose = _method(node, "transpose")
+        if transpose is None or _ints(transpose) not in HEAD_SWAPS:
+            continue
+        view = _method(transpose.func.value, "view", "reshape")  # type: ignore[attr-defined]
+        if view is None or len(view.args) != 4 or view.keywords:
+            continue
+        if any(isinstance(argument, ast.Starred) for argument in view.args):
+            continue
+        b, length, heads, depth = (source.code(argument) for argument in view.args)
+        name = view.func.attr  # type: ignore[attr-defined]
+        rewritten = f".{name}({b}, {heads}, {length}, {depth})"
+        yield Edit(source.dot(view), source.end(transpose), rewritten)
+
+
+def merge_heads_without_transpose(source: Source) -> Iterator[Edit]:
+    """``x.transpose(1, 2).reshape(B, L, D)`` (or ``.contiguous().view``) -> ``x.reshape(...)``:
+    the heads are merged in the wrong order (features of different tokens interleave)."""
+    for node in ast.walk(source.module):
+        merge = _method(node, "view", "reshape")
+        if merge is None or not _merges(merge):
+            continue
+        inner = merge.func.value  # type: ignore[attr-defined]
+        contiguous = _method(inner, "contiguous")
+        if contiguous is not None:
+            inner = contiguous.func.value  # type: ignore[attr-defined]
+        elif merge.func.attr == "view":  # type: ignore[attr-defined]
+            continue  # a view right after the swap is already a crash
+        swapped = _swaps_heads(inner)
+        if swapped is not None:
+            yield Edit(source.dot(swapped), source.end(swapped), "")
+
+
+def mask_polarity(source: Source) -> Iterator[Edit]:
+    """``scaled_dot_product_attention(q, k, v, attn_mask=mask)`` -> ``attn_mask=~mask`` where
+    the function builds ``mask`` as a boolean (``tril``, a comparison, ``~``, ``.bool()``):
+    every allowed position is blocked and every blocked one allowed."""
+    for function in _functions(source.module):
+        boolean: set[str] = set()
+        for node in ast.walk(function):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target = node.targets[0]
+                if isinstance(target, ast.Name) and _is_boolean(node.value):
+                    boolean.add(target.id)
+        for node in ast.walk(function):
+            if not (
+                isinstance(node, ast.Call) and _name_of(node.func) == "scaled_dot_product_attention"
+            ):
+                continue
+            mask = next((k.value for k in node.keywords if k.arg == "attn_mask"), None)
+            if mask is None and len(node.args) > 3:
+                mask = node.args[3]
+            if mask is not None and (_is_boolean(mask) or source.code(mask) in boolean):
+                yield Edit(source.start(mask), source.end(mask), f"~({source.code(mask)})")
+
+
+def _is_boolean(node: ast.AST) -> bool:
+    if isinstance(node, ast.Compare) or (
+        isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Invert)
+    ):
+        return True
+    return isinstance(node, ast.Call) and _name_of(node.func) in (
+        "tril",
+        "triu",
+        "bool",
+        "logical_not",
+    )
+
+
+@dataclass(frozen=True)
+class Operator:
+    name: str
+    codes: frozenset[str]
+    sites: Callable[[Source], Iterator[Edit]]
+
+
+OPERATORS = [
+    Operator("drop .contiguous() before a merging view", frozenset({"SC101"}), drop_contiguous),
+    Operator("key transpose -> (1, 2)", frozenset({"SC201"}), key_transpose_axes),
+    Operator("drop the attention scale", frozenset({"SC301"}), drop_scale),
+    Operator("softmax dim=-1 -> dim=1", frozenset({"SC303"}), softmax_dim),
+    Operator("mask fill -> -1e9", frozenset({"SC401"}), fill_overflow),
+    Operator("head split without transpose", frozenset({"SC102"}), split_heads_without_transpose),
+    Operator("head merge without transpose", frozenset({"SC103"}), merge_heads_without_transpose),
+    Operator("SDPA mask polarity flipped", frozenset({"SC403"}), mask_polarity),
+]
+
+
+@dataclass(frozen=True)
+class Mutant:
+    path: Path
+    edit: Edit
+
+
+def _mutated(text: str, edit: Edit) -> str:
+    return text[: edit.start] + edit.text + text[edit.end :]
+
+
+def _findings(text: str, rules: list[Rule]) -> Counter[str] | None:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            module = ast.parse(text)
+    except SyntaxError:
+        return None
+    analysis = analyse(module, text)
+    return Counter(rule.code for rule in rules for _ in rule.check(analysis))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    corpora = ["timm", "transformers", "x-transformers"]
+    parser.add_argument("--corpus", action="append", choices=corpora, help="default: all")
+    parser.add_argument("--limit", type=int, default=60, help="mutants per operator and corpus")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--corpora", type=Path, default=Path(__file__).parent / ".corpora", metavar="DIR"
+    )
+    parser.add_argument("--show-missed", metavar="OPERATOR", help="print the missed mutants")
+    options = parser.parse_args()
+    names = list(dict.fromkeys(options.corpus or corpora))
+    _prepare(names, options.corpora)
+    rules = [rule() for rule in all_rules()]
+    totals: dict[str, list[int]] = {operator.name: [0, 0, 0] for operator in OPERATORS}
+    print(f"{'operator':42} {'corpus':15} {'sites':>6} {'checked':>8} {'found':>6} {'recall':>7}")
+    for corpus in names:
+        files = sorted((options.corpora / corpus / CORPORA[corpus]).rglob("*.py"))
+        texts = {path: path.read_text(encoding="utf-8", errors="replace") for path in files}
+        parsed = {path: Source(text) for path, text in texts.items() if _parses(text)}
+        originals: dict[Path, Counter[str] | None] = {}
+        for operator in OPERATORS:
+            sites = [
+                Mutant(path, edit)
+                for path, source in parsed.items()
+                for edit in operator.sites(source)
+            ]
+            chosen = random.Random(f"{options.seed}-{corpus}-{operator.name}").sample(
+                sites, min(options.limit, len(sites))
+            )
+            checked = found = 0
+            for mutant in chosen:
+                original = texts[mutant.path]
+                text = _mutated(original, mutant.edit)
+                if not _is_real_mutant(original, text):
+                    raise AssertionError(f"{operator.name}: {mutant} does not change the code")
+                if mutant.path not in originals:
+                    originals[mutant.path] = _findings(original, rules)
+                before, after = originals[mutant.path], _findings(text, rules)
+                assert before is not None and after is not None
+                checked += 1
+                if sum(after[c] for c in operator.codes) > sum(before[c] for c in operator.codes):
+                    found += 1
+                elif options.show_missed and options.show_missed in operator.name:
+                    line = original.count("\n", 0, mutant.edit.start) + 1
+                    where = mutant.path.relative_to(options.corpora)
+                    print(f"  missed {where}:{line}: {text.splitlines()[line - 1].strip()}")
+            totals[operator.name] = [
+                total + part
+                for total, part in zip(
+                    totals[operator.name], (len(sites), checked, found), strict=True
+                )
+            ]
+            print(
+                f"{operator.name:42} {corpus:15} {len(sites):6} {checked:8} {found:6} "
+                f"{_percent(found, checked):>7}"
+            )
+    print(f"\n{'operator':42} {'sites':>6} {'checked':>8} {'found':>6} {'recall':>7}")
+    for name, (sites_count, checked, found) in totals.items():
+        print(f"{name:42} {sites_count:6} {checked:8} {found:6} {_percent(found, checked):>7}")
+    checked = sum(total[1] for total in totals.values())
+    found = sum(total[2] for total in totals.values())
+    print(f"{'all operators':42} {'':6} {checked:8} {found:6} {_percent(found, checked):>7}")
+
+
+def _parses(text: str) -> bool:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ast.parse(text)
+    except SyntaxError:
+        return False
+    return True
+
+
+def _is_real_mutant(original: str, mutated: str) -> bool:
+    """The mutant parses and its tree differs from the original's."""
+    if not _parses(mutated):
+        return False
+    return ast.dump(ast.parse(original)) != ast.dump(ast.parse(mutated))
+
+
+def _percent(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.0f}%" if whole else "-"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
