@@ -14,12 +14,12 @@ from typing import TypeVar
 
 from shapecheck.analysis.dims import Dim, Quotient, Symbol, substitute
 from shapecheck.analysis.facts import (
-    UNKNOWN,
     Fact,
     FunctionNode,
     IntFact,
     ModuleFact,
     ScalarFact,
+    Unknown,
     join,
 )
 from shapecheck.analysis.imports import collect_imports, dotted_name, nested_blocks
@@ -160,7 +160,7 @@ def _parameter_facts(context: ModuleContext) -> dict[FunctionNode, dict[str, Fac
             for site in sites:
                 assert site is not None
                 merged = site[name] if merged is None else join(merged, site[name])
-            if merged is not None and merged is not UNKNOWN:  # callers that know nothing
+            if merged is not None and not isinstance(merged, Unknown):  # callers know nothing
                 joined[name] = merged  # leave the function its own assumptions
         if joined:
             facts[function] = joined
@@ -228,9 +228,9 @@ def _class_model(
         if not key.startswith("self.") or key.count(".") != 1:
             continue
         source = interpreter.copied.get(key)
-        if fact is UNKNOWN and key in interpreter.symbols:
+        if isinstance(fact, Unknown) and key in interpreter.symbols:
             fact = IntFact(interpreter.symbols[key])  # self.h used as a size in __init__
-        elif fact is UNKNOWN and source in interpreter.symbols:
+        elif isinstance(fact, Unknown) and source in interpreter.symbols:
             fact = IntFact(interpreter.symbols[source])  # self.h = h, h used as a size
         stored[key.removeprefix("self.")] = fact
     model.attributes.update(stored)

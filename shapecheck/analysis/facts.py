@@ -21,7 +21,17 @@ class Fact:
 
 @dataclass(frozen=True)
 class Unknown(Fact):
-    """Nothing is known about the value."""
+    """Nothing is known about the value.
+
+    ``reason`` (and ``detail``, a name) say why, for ``--coverage``: ``call`` (a call it cannot
+    follow), ``name`` (a name bound where it does not look), ``parameter`` (a parameter of
+    unknown rank), ``op`` (an op whose arguments it cannot read), ``conflict`` (branches that
+    disagree), ``expression`` (anything else). They take no part in equality: every unknown
+    is the same fact.
+    """
+
+    reason: str = field(default="expression", compare=False)
+    detail: str = field(default="", compare=False)
 
 
 UNKNOWN = Unknown()
@@ -227,6 +237,8 @@ class TensorFact(Fact):
     unread_fills: tuple[tuple[ast.AST, float], ...] = field(default=(), compare=False)
     """Literals written into these scores that matter only once a softmax reads them: a fill
     too weak to mask, or an additive fill that float16 turns into ``-inf``."""
+    unknown_rank: Unknown | None = field(default=None, compare=False)
+    """While the rank is unknown: why (for ``--coverage``)."""
 
     @property
     def is_scores(self) -> bool:
@@ -251,6 +263,8 @@ class TensorFact(Fact):
         changes.setdefault("is_linear_weight", False)
         if "shape" in changes:
             changes.setdefault("known_last", None)
+            if changes["shape"] is None and self.shape is not None:
+                changes.setdefault("unknown_rank", Unknown("op", _op_name(changes.get("origin"))))
         return replace(self, **changes)  # type: ignore[arg-type]
 
     def normalise_axis(self, axis: int) -> int | None:
@@ -261,6 +275,14 @@ class TensorFact(Fact):
         if -rank <= axis < rank:
             return axis % rank
         return None
+
+
+def _op_name(node: object) -> str:
+    """The name of the op a node calls (``view`` for ``x.view(...)``)."""
+    if isinstance(node, ast.Call):
+        func = node.func
+        return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    return ""
 
 
 def fresh_shape(rank: int) -> tuple[Dim, ...]:
@@ -279,8 +301,10 @@ def join(left: Fact, right: Fact) -> Fact:
         )
         if left == right:
             return replace(left, unread_fills=unread_fills)
+        shape = _join_shapes(left.shape, right.shape)
         return TensorFact(
-            shape=_join_shapes(left.shape, right.shape),
+            shape=shape,
+            unknown_rank=_joined_unknown_rank(left, right, shape),
             layout=left.layout if left.layout == right.layout else None,
             is_parameter=left.is_parameter and right.is_parameter,
             scaling=left.scaling if left.scaling == right.scaling else None,
@@ -293,6 +317,16 @@ def join(left: Fact, right: Fact) -> Fact:
     if isinstance(left, IntFact) and isinstance(right, IntFact):
         return IntFact(Dim.symbol("?"))
     return UNKNOWN
+
+
+def _joined_unknown_rank(
+    left: TensorFact, right: TensorFact, shape: tuple[Dim, ...] | None
+) -> Unknown | None:
+    if shape is not None:
+        return None
+    if left.shape is None or right.shape is None:
+        return left.unknown_rank or right.unknown_rank
+    return Unknown("conflict")  # both ranks known, and different
 
 
 def _join_shapes(

@@ -30,6 +30,7 @@ from shapecheck.analysis.facts import (
     SizeFact,
     TensorFact,
     TupleFact,
+    Unknown,
     join,
     scale_of,
 )
@@ -49,13 +50,12 @@ from shapecheck.analysis.ops import (
     TENSOR_METHODS,
     Argument,
     OpCall,
-    arithmetic,
     as_tensor,
-    last_two_swapped,
-    matrix_product,
-    negated,
-    reversed_axes,
 )
+from shapecheck.analysis.ops.arithmetic import arithmetic
+from shapecheck.analysis.ops.axes import last_two_swapped, reversed_axes
+from shapecheck.analysis.ops.masks import negated
+from shapecheck.analysis.ops.products import matrix_product
 
 PARAMETER_SCALING: tuple[ScaleEvidence, ...] | None = ()
 """What a function knows about the scaling of tensors passed in: nothing was applied to them
@@ -297,7 +297,7 @@ class Interpreter:
                 continue
             self._bind(target, fact)
             key = dotted_name(target)
-            if fact is UNKNOWN and source is not None and key is not None:
+            if isinstance(fact, Unknown) and source is not None and key is not None:
                 self.copied[key] = source
 
     def _augmented(
@@ -393,7 +393,8 @@ class Interpreter:
             elif isinstance(fact, RepeatedFact) and not starred:
                 items = [fact.item] * len(elements)
             if items is None or len(items) != len(elements):
-                items = [UNKNOWN] * len(elements)
+                # an unknown unpacked stays unknown for the same reason
+                items = [fact if isinstance(fact, Unknown) else UNKNOWN] * len(elements)
             for element, item in zip(elements, items, strict=True):
                 self._bind(element, item)
         elif isinstance(target, ast.Starred):
@@ -480,7 +481,11 @@ class Interpreter:
             return ScalarFact(value=_float_literal(default), origin=default)
         if kind is not None or param.star:
             return UNKNOWN
-        return TensorFact(layout=Layout.contiguous(None), scaling=PARAMETER_SCALING)
+        return TensorFact(
+            layout=Layout.contiguous(None),
+            scaling=PARAMETER_SCALING,
+            unknown_rank=Unknown("parameter", param.name),
+        )
 
     # --- expressions --------------------------------------------------------------------------
 
@@ -582,7 +587,7 @@ class Interpreter:
             return ClassRef(name)
         if name in ("float", "int", "len"):
             return QualifiedName(f"builtins.{name}")
-        return UNKNOWN
+        return Unknown("name", name)
 
     def _attribute(self, node: ast.Attribute) -> Fact:
         key = dotted_name(node)
@@ -615,7 +620,7 @@ class Interpreter:
             layout = Layout.contiguous(2)
             return TensorFact(shape, layout, node, is_parameter=True, is_linear_weight=True)
         if attribute in ("weight", "bias") and (
-            isinstance(base, ModuleFact | TensorFact) or base is UNKNOWN
+            isinstance(base, ModuleFact | TensorFact | Unknown)
         ):
             return TensorFact(layout=Layout.contiguous(None), is_parameter=True, origin=node)
         if isinstance(base, ModuleFact) and attribute == "out_features":
@@ -692,9 +697,9 @@ class Interpreter:
         tensors: size arithmetic (a product needs one side already known to be a size)."""
         if symbol == "*" and not (isinstance(left, IntFact) or isinstance(right, IntFact)):
             return None
-        if left is not UNKNOWN and not isinstance(left, IntFact):
+        if not isinstance(left, Unknown | IntFact):
             return None
-        if right is not UNKNOWN and not isinstance(right, IntFact):
+        if not isinstance(right, Unknown | IntFact):
             return None
         a, b = self.size(left, node.left), self.size(right, node.right)
         if a is None or b is None:
@@ -777,7 +782,7 @@ class Interpreter:
         if (
             isinstance(receiver, ast.Attribute)
             and receiver.attr == "shape"
-            and base is UNKNOWN
+            and isinstance(base, Unknown)
             and index is not None
         ):
             owner = dotted_name(receiver.value)
@@ -826,7 +831,7 @@ class Interpreter:
                 return self._inline(
                     FunctionRef(forward, class_name=callee.name), node, args, kwargs
                 )
-        return UNKNOWN
+        return _unmodelled_call(node)
 
     def _construct(
         self,
@@ -877,7 +882,7 @@ class Interpreter:
             return receiver  # self.proj = nn.Linear(a, b).to(device)
         tensor = as_tensor(receiver)
         if tensor is None:
-            return UNKNOWN
+            return _unmodelled_call(node)
         if name == "size":
             return self._size_call(func.value, tensor, args)
         if name in ("dim", "ndimension"):
@@ -887,7 +892,7 @@ class Interpreter:
         if transfer is None:
             if in_place:
                 self._rebind(func.value, tensor.derive(product=None, scaling=None))
-            return UNKNOWN
+            return _unmodelled_call(node)
         anchor = self.context.attribute_name(func)
         op = OpCall(
             name[:-1] if in_place else name, node, anchor, tensor, func.value, self, args, kwargs
@@ -971,7 +976,7 @@ class Interpreter:
             return number if isinstance(number, ScalarFact) else ScalarFact(scale=scale_of(number))
         if name.startswith(_SCALAR_FUNCTIONS):
             return ScalarFact()
-        return UNKNOWN
+        return Unknown("call", name)
 
     def _inline(
         self,
@@ -987,7 +992,7 @@ class Interpreter:
         if arguments is not None:
             self._check_arguments(function, args, kwargs)
         if self.depth >= INLINE_DEPTH or arguments is None:
-            return UNKNOWN
+            return _unmodelled_call(node)
         model = self.context.classes.get(function.class_name) if function.class_name else None
         callee = Interpreter(
             self.context, class_model=model or self.class_model, record=False, depth=self.depth + 1
@@ -997,6 +1002,15 @@ class Interpreter:
 
 
 # --- helpers --------------------------------------------------------------------------------
+
+
+def _unmodelled_call(node: ast.Call) -> Unknown:
+    """The result of a call the analysis cannot follow, named for ``--coverage``."""
+    func = node.func
+    name = dotted_name(func)
+    if name is None:
+        name = f"….{func.attr}" if isinstance(func, ast.Attribute) else "…"
+    return Unknown("call", name)
 
 
 _ARITHMETIC: dict[type[ast.operator], str] = {

@@ -1,0 +1,242 @@
+"""Transfer functions: what each torch operation does to the facts of its arguments.
+
+This module is the registry: a tensor op is registered once under its method name and its
+``torch.*`` spellings (the first argument is then the receiver); adding an op is one function
+in the module of its family, and every rule benefits. Anything not registered yields an
+unknown. The families: :mod:`.axes`, :mod:`.views`, :mod:`.arithmetic`, :mod:`.products`,
+:mod:`.attention`, :mod:`.masks`, :mod:`.constructors`.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from shapecheck.analysis.dims import Dim
+from shapecheck.analysis.facts import (
+    Fact,
+    IntFact,
+    ModuleFact,
+    ScalarFact,
+    SizeFact,
+    TensorFact,
+    TupleFact,
+    Unknown,
+)
+from shapecheck.analysis.layout import Layout
+from shapecheck.analysis.observations import Observation
+
+
+class OpContext(Protocol):
+    """What a transfer function may ask of the interpreter."""
+
+    def observe(self, observation: Observation) -> None: ...
+
+    @property
+    def precision_aware(self) -> bool:
+        """Inside a branch that tests for float16: the code chooses its fills per dtype."""
+        ...
+
+    def size(self, fact: Fact, node: ast.expr) -> Dim | None:
+        """``fact`` used as a tensor size (names become stable symbols)."""
+        ...
+
+
+Argument = tuple[Fact, ast.expr]
+
+
+@dataclass
+class OpCall:
+    """One call of an op, with the facts of its receiver and arguments."""
+
+    name: str
+    node: ast.expr
+    anchor: ast.AST
+    receiver: TensorFact
+    receiver_node: ast.expr | None
+    context: OpContext
+    args: list[Argument] = field(default_factory=list)
+    kwargs: dict[str, Argument] = field(default_factory=dict)
+    module: ModuleFact | None = None
+
+    def get(self, index: int | None, keyword: str | None = None) -> Argument | None:
+        if keyword is not None and keyword in self.kwargs:
+            return self.kwargs[keyword]
+        if index is not None and index < len(self.args):
+            return self.args[index]
+        return None
+
+    def int_arg(self, index: int | None, keyword: str | None = None) -> int | None:
+        argument = self.get(index, keyword)
+        if argument is not None and isinstance(argument[0], IntFact):
+            return argument[0].dim.value
+        return None
+
+    def tensor_arg(self, index: int | None, keyword: str | None = None) -> TensorFact | None:
+        argument = self.get(index, keyword)
+        if argument is None:
+            return None
+        return as_tensor(argument[0])
+
+    def int_list(self, start: int) -> list[int] | None:
+        """Integers given as varargs from ``start`` or as one tuple/list there."""
+        values = [fact for fact, _ in self.args[start:]]
+        if len(values) == 1 and isinstance(values[0], TupleFact | SizeFact):
+            values = list(items_of(values[0]))
+        ints = [fact.dim.value if isinstance(fact, IntFact) else None for fact in values]
+        if not ints or any(value is None for value in ints):
+            return None
+        return [value for value in ints if value is not None]
+
+    def sizes(self, start: int, stop: int | None = None) -> list[Dim | None] | None:
+        """Sizes given as varargs in ``args[start:stop]`` or as one tuple/list/``x.shape``.
+
+        A ``-1`` (or a size the analysis cannot name) is ``None``.
+        """
+        arguments = self.args[start:stop]
+        if not arguments or any(_is_starred(node) for _, node in arguments):
+            return None
+        first_fact, first_node = arguments[0]
+        if len(arguments) == 1 and isinstance(first_fact, TupleFact | SizeFact):
+            elements = _elements(first_node)
+            items = list(items_of(first_fact))
+            nodes: list[ast.expr | None] = (
+                list(elements) if len(elements) == len(items) else [None] * len(items)
+            )
+            return [
+                self._size(item, item_node) for item, item_node in zip(items, nodes, strict=True)
+            ]
+        if len(arguments) == 1 and not isinstance(first_fact, IntFact):
+            return None  # a lone unknown argument may be a whole shape
+        return [self._size(fact, node) for fact, node in arguments]
+
+    def _size(self, fact: Fact, node: ast.expr | None) -> Dim | None:
+        if isinstance(fact, IntFact):
+            return None if fact.dim.value == -1 else fact.dim
+        if node is None:
+            return None
+        return self.context.size(fact, node)
+
+
+def items_of(fact: TupleFact | SizeFact) -> Iterable[Fact]:
+    if isinstance(fact, SizeFact):
+        return (IntFact(dim) for dim in fact.dims)
+    return fact.items
+
+
+def _elements(node: ast.expr) -> list[ast.expr]:
+    if isinstance(node, ast.Tuple | ast.List):
+        return [
+            element.value if isinstance(element, ast.Starred) else element for element in node.elts
+        ]
+    return []
+
+
+def _is_starred(node: ast.expr) -> bool:
+    return isinstance(node, ast.Starred)
+
+
+def as_tensor(fact: Fact) -> TensorFact | None:
+    """The fact as a tensor: unknown values might be tensors, known non-tensors are not."""
+    if isinstance(fact, TensorFact):
+        return fact
+    if isinstance(fact, Unknown):
+        return TensorFact(scaling=None, unknown_rank=fact)
+    return None
+
+
+Transfer = Callable[[OpCall], Fact]
+
+
+TENSOR_METHODS: dict[str, Transfer] = {}
+"""Tensor method name -> transfer."""
+
+
+TENSOR_FUNCTIONS: dict[str, Transfer] = {}
+"""Qualified function whose first argument is the tensor -> transfer."""
+
+
+FUNCTIONS: dict[str, Transfer] = {}
+"""Qualified function or class (constructors) -> transfer; no receiver."""
+
+
+MODULE_CALLS: dict[str, Transfer] = {}
+"""Module class -> transfer applied when an instance is called on a tensor."""
+
+
+def tensor_op(*methods: str, functions: Iterable[str] = ()) -> Callable[[Transfer], Transfer]:
+    """Register under tensor method names and ``torch.*`` functions taking the tensor first."""
+
+    def register(transfer: Transfer) -> Transfer:
+        _registrar(TENSOR_METHODS)(*methods)(transfer)
+        return _registrar(TENSOR_FUNCTIONS)(*functions)(transfer)
+
+    return register
+
+
+def _registrar(table: dict[str, Transfer]) -> Callable[..., Callable[[Transfer], Transfer]]:
+    def names(*keys: str) -> Callable[[Transfer], Transfer]:
+        def register(transfer: Transfer) -> Transfer:
+            for key in keys:
+                table[key] = transfer
+            return transfer
+
+        return register
+
+    return names
+
+
+function_op = _registrar(FUNCTIONS)
+
+
+module_op = _registrar(MODULE_CALLS)
+
+
+def torch_names(*names: str) -> list[str]:
+    return [f"torch.{name}" for name in names]
+
+
+def functional_names(*names: str) -> list[str]:
+    return [f"torch.nn.functional.{name}" for name in names]
+
+
+def new_tensor(shape: tuple[Dim, ...] | None, origin: ast.AST) -> TensorFact:
+    """A freshly allocated, contiguous activation."""
+    rank = None if shape is None else len(shape)
+    return TensorFact(shape=shape, layout=Layout.contiguous(rank), origin=origin)
+
+
+DTYPES = {
+    "torch.float32": "float32",
+    "torch.float": "float32",
+    "torch.float16": "float16",
+    "torch.half": "float16",
+    "torch.bfloat16": "bfloat16",
+    "torch.float64": "float64",
+    "torch.double": "float64",
+    "torch.bool": "bool",
+}
+
+
+def number(fact: Fact) -> float | None:
+    if isinstance(fact, ScalarFact):
+        return fact.value
+    if isinstance(fact, IntFact):
+        return float(fact.dim.value) if fact.dim.value is not None else None
+    return None
+
+
+# the families register their transfers when imported
+from shapecheck.analysis.ops import (  # noqa: E402
+    arithmetic,
+    attention,
+    axes,
+    constructors,
+    masks,
+    products,
+    views,
+)
+
+__all__ = ["arithmetic", "attention", "axes", "constructors", "masks", "products", "views"]

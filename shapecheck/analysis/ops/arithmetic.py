@@ -1,0 +1,326 @@
+"""Values computed elementwise: casts and copies, dropout, activations, ``+ - * /``."""
+
+from __future__ import annotations
+
+import ast
+
+from shapecheck.analysis.dims import Dim
+from shapecheck.analysis.facts import (
+    UNKNOWN,
+    Fact,
+    IntFact,
+    QualifiedName,
+    ScalarFact,
+    Scale,
+    ScaleEvidence,
+    TensorFact,
+    scale_of,
+)
+from shapecheck.analysis.layout import Layout
+from shapecheck.analysis.observations import (
+    TensorFromNumber,
+    WeightsScaled,
+)
+from shapecheck.analysis.ops import (
+    DTYPES,
+    OpCall,
+    OpContext,
+    as_tensor,
+    functional_names,
+    module_op,
+    number,
+    tensor_op,
+    torch_names,
+)
+from shapecheck.analysis.ops.masks import check_mask, with_fill
+
+
+@tensor_op(
+    "float",
+    "half",
+    "double",
+    "bfloat16",
+    "bool",
+    "to",
+    "type",
+    "type_as",
+    "cpu",
+    "cuda",
+    "detach",
+    "requires_grad_",
+)
+def same_values(call: OpCall) -> Fact:
+    dtype = call.receiver.dtype
+    if call.name in _CAST_METHODS:
+        dtype = _CAST_METHODS[call.name]
+    elif call.name in ("to", "type"):
+        target = call.get(0, "dtype")
+        if target is not None and isinstance(target[0], QualifiedName):
+            dtype = DTYPES.get(target[0].name, dtype)
+    elif call.name == "type_as":
+        other = call.tensor_arg(0, "other")
+        dtype = other.dtype if other is not None else None
+    from_number = call.receiver.from_number
+    if call.name in ("cuda", "type_as") or (call.name == "to" and _places(call)):
+        from_number = None
+    return call.receiver.derive(origin=call.node, dtype=dtype, from_number=from_number)
+
+
+def _places(call: OpCall) -> bool:
+    """``.to(x.device)``, ``.to(x)``, ``.to(device=...)``: more than a dtype change."""
+    if "device" in call.kwargs:
+        return True
+    if not call.args:
+        return False
+    target, node = call.args[0]
+    is_dtype = isinstance(target, QualifiedName) or (
+        isinstance(node, ast.Attribute) and node.attr == "dtype"
+    )
+    return not is_dtype
+
+
+_CAST_METHODS = {
+    "float": "float32",
+    "half": "float16",
+    "double": "float64",
+    "bfloat16": "bfloat16",
+    "bool": "bool",
+}
+
+
+@tensor_op(functions=[*functional_names("dropout"), "torch.dropout"])
+def dropout(call: OpCall) -> Fact:
+    return call.receiver.derive(origin=call.node)
+
+
+@module_op("torch.nn.Dropout", "torch.nn.Identity")
+def dropout_module(call: OpCall) -> Fact:
+    return call.receiver.derive(origin=call.node)
+
+
+@tensor_op(
+    "relu",
+    "sigmoid",
+    "tanh",
+    "exp",
+    "neg",
+    "abs",
+    "sqrt",
+    "rsqrt",
+    functions=[
+        *torch_names("relu", "sigmoid", "tanh", "exp", "neg", "abs", "sqrt", "rsqrt"),
+        *functional_names("relu", "gelu", "silu", "sigmoid", "tanh", "elu", "leaky_relu", "mish"),
+    ],
+)
+def elementwise(call: OpCall) -> Fact:
+    """A function applied to each element: shape and layout stay, the values change."""
+    receiver = call.receiver
+    scalar = None
+    if receiver.scalar is not None and call.name in ("sqrt", "torch.sqrt"):
+        scalar = receiver.scalar.power(0.5)
+    elif receiver.scalar is not None and call.name in ("rsqrt", "torch.rsqrt"):
+        scalar = receiver.scalar.power(-0.5)
+    return receiver.derive(
+        origin=call.node,
+        product=None,
+        scaling=(),
+        is_parameter=False,
+        scalar=scalar,
+        weights=False,
+        probabilities=False,
+        polarity=None,
+        fill=None,
+    )
+
+
+@tensor_op(functions=functional_names("normalize"))
+def normalize(call: OpCall) -> Fact:
+    # unit vectors: their dot products are bounded, which is a scaling of its own
+    receiver = call.receiver
+    return receiver.derive(
+        origin=call.node, product=None, scaling=(ScaleEvidence(call.node, None),)
+    )
+
+
+def broadcast_shapes(
+    left: tuple[Dim, ...] | None, right: tuple[Dim, ...] | None
+) -> tuple[Dim, ...] | None:
+    if left is None or right is None:
+        return None
+    rank = max(len(left), len(right))
+    padded_left = (Dim.constant(1),) * (rank - len(left)) + left
+    padded_right = (Dim.constant(1),) * (rank - len(right)) + right
+    shape = []
+    for a, b in zip(padded_left, padded_right, strict=True):
+        if a == b or b.value == 1:
+            shape.append(a)
+        elif a.value == 1:
+            shape.append(b)
+        else:
+            shape.append(Dim.symbol("?"))
+    return tuple(shape)
+
+
+def arithmetic(context: OpContext, node: ast.AST, operator: str, left: Fact, right: Fact) -> Fact:
+    """``left <operator> right`` for ``+ - * /`` where at least one side may be a tensor."""
+    if isinstance(left, IntFact) and isinstance(right, IntFact):
+        if operator == "*":
+            return IntFact(left.dim * right.dim)
+        if operator == "//":
+            return IntFact(left.dim.floordiv(right.dim))
+        values = (left.dim.value, right.dim.value)
+        if operator in "+-" and values[0] is not None and values[1] is not None:
+            return IntFact(
+                Dim.constant(values[0] + values[1] if operator == "+" else values[0] - values[1])
+            )
+        return UNKNOWN if operator != "/" else _number_arithmetic(operator, left, right)
+    if _is_number(left) and _is_number(right):
+        return _number_arithmetic(operator, left, right)
+    tensors = [fact for fact in (left, right) if isinstance(fact, TensorFact)]
+    if not tensors:
+        return UNKNOWN
+    return _tensor_arithmetic(context, node, operator, left, right)
+
+
+def _number_arithmetic(operator: str, left: Fact, right: Fact) -> ScalarFact:
+    """``1 / math.sqrt(d)``, ``d * 2``: numbers keep their meaning where it is simple."""
+    a, b = scale_of(left), scale_of(right)
+    scale = None
+    if a is not None and b is not None and operator in "*/":
+        factor = b if operator == "*" else b.power(-1)
+        scale = a.times(factor) if factor is not None else None
+    value = None
+    x, y = number(left), number(right)
+    if x is not None and y is not None:
+        value = {"*": x * y, "+": x + y, "-": x - y}.get(operator)
+        if operator == "/" and y != 0:
+            value = x / y
+    return ScalarFact(scale=scale, value=value)
+
+
+def _is_number(fact: Fact) -> bool:
+    return isinstance(fact, IntFact | ScalarFact)
+
+
+def _tensor_arithmetic(
+    context: OpContext, node: ast.AST, operator: str, left: Fact, right: Fact
+) -> Fact:
+    left_tensor, right_tensor = as_tensor(left), as_tensor(right)
+    if left_tensor is None and right_tensor is None:
+        return UNKNOWN
+    if left_tensor is None or right_tensor is None:
+        # a tensor and a plain number: same shape and layout
+        tensor = left_tensor or right_tensor
+        number = right if left_tensor is not None else left
+        assert tensor is not None
+        if tensor.from_number is not None and not _is_number(number):
+            context.observe(TensorFromNumber(tensor.from_number))  # next to an activation
+        scaling = tensor.scaling
+        if operator in ("*", "/"):
+            factor = scale_of(number)
+            inverted = operator == "/" and left_tensor is not None
+            if tensor.weights and factor is not None and tensor.origin is not None:
+                context.observe(WeightsScaled(tensor.origin, node))
+            scaling = scaled(tensor, node, factor.power(-1) if factor and inverted else factor)
+        fill = number if operator == "*" and isinstance(number, ScalarFact) else None
+        return tensor.derive(
+            origin=node,
+            scaling=scaling,
+            probabilities=False,
+            fill=fill,
+            masked_weights=None if operator == "/" else tensor.masked_weights,
+        )
+    for constant, partner in ((left_tensor, right_tensor), (right_tensor, left_tensor)):
+        if constant.from_number is not None and partner.from_number is None:
+            context.observe(TensorFromNumber(constant.from_number))
+    shape = broadcast_shapes(left_tensor.shape, right_tensor.shape)
+    both_contiguous = (
+        left_tensor.layout is not None
+        and right_tensor.layout is not None
+        and left_tensor.layout.is_contiguous
+        and right_tensor.layout.is_contiguous
+        and left_tensor.shape == right_tensor.shape
+    )
+    layout = Layout.contiguous(len(shape)) if both_contiguous and shape is not None else None
+    main, other = (left_tensor, right_tensor)
+    if main.product is None and other.product is not None:
+        main, other = other, main
+    scaling = main.scaling
+    if (operator == "/" and main is left_tensor) or (operator == "*" and _may_be_scale(other)):
+        factor = other.scalar.power(-1) if operator == "/" and other.scalar else other.scalar
+        scaling = scaled(main, node, factor)
+    unread_fills = main.unread_fills
+    if operator in "+-" and main.product is not None:
+        # scores + mask: an additive mask must broadcast along the scores' axes
+        check_mask(context, main, other, _operand_node(node, other is right_tensor))
+        if other.fill is not None and other.fill.value is not None:
+            added = -other.fill.value if operator == "-" else other.fill.value
+            unread_fills = with_fill(context, main, added, other.fill.origin or node)
+    return TensorFact(
+        shape=shape,
+        layout=layout,
+        origin=node,
+        is_parameter=left_tensor.is_parameter and right_tensor.is_parameter,
+        scaling=scaling,
+        product=main.product if operator in "+-*/" else None,
+        masked_weights=_masked_product(node, operator, main, other),
+        weights=main.weights and operator in "*",
+        masked_with=main.masked_with,
+        unread_fills=unread_fills,
+        dtype=_promoted(left_tensor.dtype, right_tensor.dtype),
+    )
+
+
+def _promoted(left: str | None, right: str | None) -> str | None:
+    """The dtype of ``left op right`` as far as the fill checks care: with a float32 or
+    float64 operand the result is at least that wide (a mask or the model's dtype joins it)."""
+    if left == right:
+        return left
+    wide = [dtype for dtype in ("float64", "float32") if dtype in (left, right)]
+    return wide[0] if wide else None
+
+
+def _masked_product(
+    node: ast.AST, operator: str, main: TensorFact, other: TensorFact
+) -> ast.AST | None:
+    """Weights times a mask (a tensor built by tril/triu or a comparison) are masked weights;
+    dividing (renormalising) forgets it."""
+    if operator == "/":
+        return None
+    if operator == "*" and main.weights and other.polarity is not None:
+        return node
+    return main.masked_weights
+
+
+def _may_be_scale(fact: TensorFact) -> bool:
+    """A factor that may be a scale (a parameter, a 0-d or unknown tensor), not a mask."""
+    return fact.is_parameter or fact.rank is None or fact.rank == 0
+
+
+def scaled(
+    tensor: TensorFact, node: ast.AST, factor: Scale | None
+) -> tuple[ScaleEvidence, ...] | None:
+    return None if tensor.scaling is None else (*tensor.scaling, ScaleEvidence(node, factor))
+
+
+def _operand_node(node: ast.AST, right: bool) -> ast.AST:
+    if isinstance(node, ast.BinOp):
+        return node.right if right else node.left
+    return node
+
+
+@tensor_op("mul", "div", "multiply", "divide", "true_divide", functions=torch_names("mul", "div"))
+def multiply_method(call: OpCall) -> Fact:
+    other = call.get(0, "other")
+    if other is None:
+        return UNKNOWN
+    operator = "*" if call.name in ("mul", "multiply", "torch.mul") else "/"
+    return arithmetic(call.context, call.node, operator, call.receiver, other[0])
+
+
+@tensor_op("add", "sub", functions=torch_names("add", "sub"))
+def add_method(call: OpCall) -> Fact:
+    other = call.get(0, "other")
+    if other is None:
+        return UNKNOWN
+    return arithmetic(call.context, call.node, "+", call.receiver, other[0])

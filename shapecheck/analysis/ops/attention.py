@@ -1,0 +1,158 @@
+"""Softmax, fused attention (SDPA, ``nn.MultiheadAttention``) and cross-entropy."""
+
+from __future__ import annotations
+
+import ast
+
+from shapecheck.analysis.facts import (
+    UNKNOWN,
+    Fact,
+    QualifiedName,
+    TensorFact,
+    TupleFact,
+)
+from shapecheck.analysis.observations import (
+    AttentionScores,
+    DoubleScaledAttention,
+    ProbabilitiesIntoLoss,
+    SoftmaxAxis,
+)
+from shapecheck.analysis.ops import (
+    DTYPES,
+    OpCall,
+    as_tensor,
+    functional_names,
+    module_op,
+    new_tensor,
+    tensor_op,
+    torch_names,
+)
+from shapecheck.analysis.ops.masks import check_mask_axes, check_polarity, fill_problem
+
+
+@tensor_op(functions=functional_names("scaled_dot_product_attention"))
+def fused_attention(call: OpCall) -> Fact:
+    """``softmax(q kᵀ / sqrt(d) + mask) v``: ``[..., Lq, d] -> [..., Lq, d_v]``; the layout of
+    the output depends on the backend, so it is unknown."""
+    query, key, value = call.receiver, call.tensor_arg(0, "key"), call.tensor_arg(1, "value")
+    mask = call.get(2, "attn_mask")
+    if mask is not None:
+        check_polarity(call.context, mask, "attend", "F.scaled_dot_product_attention")
+        mask_tensor = as_tensor(mask[0])
+        if (
+            mask_tensor is not None
+            and key is not None
+            and query.shape is not None
+            and key.shape is not None
+            and len(key.shape) >= 2
+        ):
+            scores = (*query.shape[:-1], key.shape[-2])
+            check_mask_axes(call.context, mask_tensor, scores, mask[1])
+    scaled = [
+        evidence
+        for tensor in (query, key)
+        if tensor is not None and tensor.scaling
+        for evidence in tensor.scaling
+        if evidence.factor is not None
+    ]
+    if scaled and call.get(None, "scale") is None and isinstance(call.node, ast.Call):
+        call.context.observe(DoubleScaledAttention(call.node, scaled[0].node))
+    shape = None
+    if (
+        query.shape is not None
+        and value is not None
+        and value.shape is not None
+        and len(query.shape) == len(value.shape)
+    ):
+        shape = (*query.shape[:-1], value.shape[-1])
+    return TensorFact(shape=shape, origin=call.node)
+
+
+@module_op("torch.nn.MultiheadAttention")
+def multihead_attention_module(call: OpCall) -> Fact:
+    """``nn.MultiheadAttention``'s boolean masks are True where attention is NOT allowed."""
+    for position, keyword in ((3, "key_padding_mask"), (5, "attn_mask")):
+        mask = call.get(position - 1, keyword)
+        if mask is not None:
+            check_polarity(call.context, mask, "block", "nn.MultiheadAttention")
+    return TupleFact((TensorFact(origin=call.node, scaling=None), UNKNOWN))
+
+
+@tensor_op("softmax", functions=[*torch_names("softmax"), *functional_names("softmax")])
+def softmax(call: OpCall) -> Fact:
+    given = call.get(0, "dim")
+    dim = call.int_arg(0, "dim")
+    written = given[1] if given is not None else None
+    return _softmax(call, call.receiver, dim, given is not None and dim is None, written)
+
+
+@module_op("torch.nn.Softmax")
+def softmax_module(call: OpCall) -> Fact:
+    dim = call.module.dim if call.module else None
+    return _softmax(call, call.receiver, dim, False, None, through_module=True)
+
+
+def _softmax(
+    call: OpCall,
+    scores: TensorFact,
+    dim: int | None,
+    dim_unknown: bool,
+    written: ast.expr | None,
+    *,
+    through_module: bool = False,
+) -> Fact:
+    """Attention weights when ``scores`` are attention scores; checks the axis it runs over.
+
+    Without ``dim`` PyTorch picks axis 0 for 0-, 1- and 3-D input and axis 1 otherwise.
+    """
+    product = scores.product
+    if product is not None:
+        call.context.observe(AttentionScores(call.node, scores, product))
+        for node, value in scores.unread_fills:
+            problem = fill_problem(scores, value, node)
+            if problem is not None:
+                call.context.observe(problem)
+        if not dim_unknown and scores.shape is not None:
+            rank = len(scores.shape)
+            implicit = dim is None
+            axis = (0 if rank in (0, 1, 3) else 1) if implicit else dim
+            keys = product.key_axis % rank if rank else None
+            same_keys = (
+                keys is not None
+                and product.key_size is not None
+                and scores.shape[keys] == product.key_size
+            )
+            if axis is not None and keys is not None and same_keys and axis % rank != keys:
+                call.context.observe(
+                    SoftmaxAxis(
+                        call.node, axis % rank, keys, rank, implicit, written, through_module
+                    )
+                )
+    dtype = call.get(None, "dtype")
+    result_dtype = scores.dtype
+    if dtype is not None and isinstance(dtype[0], QualifiedName):
+        result_dtype = DTYPES.get(dtype[0].name)
+    return new_tensor(scores.shape, call.node).derive(
+        weights=product is not None,
+        probabilities=True,
+        dtype=result_dtype,
+        masked_with=scores.masked_with,
+    )
+
+
+@tensor_op(functions=functional_names("cross_entropy"))
+def cross_entropy(call: OpCall) -> Fact:
+    _check_logits(call, call.receiver, call.receiver_node)
+    return TensorFact(shape=(), origin=call.node)
+
+
+@module_op("torch.nn.CrossEntropyLoss")
+def cross_entropy_module(call: OpCall) -> Fact:
+    _check_logits(call, call.receiver, call.receiver_node)
+    return TensorFact(shape=(), origin=call.node)
+
+
+def _check_logits(call: OpCall, inputs: TensorFact, node: ast.expr | None) -> None:
+    """Cross-entropy applies log-softmax itself: it wants logits, not probabilities."""
+    if inputs.probabilities and node is not None:
+        call.context.observe(ProbabilitiesIntoLoss(node))

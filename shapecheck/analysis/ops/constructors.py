@@ -1,0 +1,126 @@
+"""Tensors and modules built from nothing: ``torch.zeros``, ``torch.tensor``, ``nn.Linear``."""
+
+from __future__ import annotations
+
+import ast
+
+from shapecheck.analysis.facts import (
+    UNKNOWN,
+    Fact,
+    IntFact,
+    ModuleFact,
+    QualifiedName,
+    RepeatedFact,
+    ScalarFact,
+    TensorFact,
+    TupleFact,
+    scale_of,
+)
+from shapecheck.analysis.layout import Layout
+from shapecheck.analysis.observations import (
+    IndivisibleSizes,
+)
+from shapecheck.analysis.ops import (
+    DTYPES,
+    OpCall,
+    function_op,
+    new_tensor,
+    tensor_op,
+    torch_names,
+)
+
+
+@function_op(*torch_names("randn", "rand", "zeros", "ones", "empty", "full"))
+def allocate(call: OpCall) -> Fact:
+    sizes = call.sizes(0, -1 if call.name == "torch.full" else None)
+    dtype = call.get(None, "dtype")
+    named = DTYPES.get(dtype[0].name) if dtype and isinstance(dtype[0], QualifiedName) else None
+    if sizes is None or any(size is None for size in sizes):
+        return new_tensor(None, call.node).derive(dtype=named)
+    shape = tuple(size for size in sizes if size is not None)
+    return new_tensor(shape, call.node).derive(dtype=named)
+
+
+@function_op("torch.tensor")
+def tensor_constant(call: OpCall) -> Fact:
+    data = call.get(0, "data")
+    if data is None or not isinstance(data[0], IntFact | ScalarFact):
+        return new_tensor(None, call.node)
+    constant = new_tensor((), call.node).derive(scalar=scale_of(data[0]))
+    dtype = call.get(None, "dtype")
+    # a device, or the dtype of an activation, means the constant is placed on purpose
+    on_purpose = call.get(None, "device") is not None or (
+        dtype is not None and not isinstance(dtype[0], QualifiedName)
+    )
+    if isinstance(call.node, ast.Call) and not on_purpose:
+        return constant.derive(from_number=call.node)
+    return constant
+
+
+@tensor_op(
+    functions=torch_names("randn_like", "rand_like", "zeros_like", "ones_like", "empty_like")
+)
+def allocate_like(call: OpCall) -> Fact:
+    return new_tensor(call.receiver.shape, call.node)
+
+
+@function_op("torch.nn.Parameter")
+def parameter(call: OpCall) -> Fact:
+    data = call.tensor_arg(0, "data")
+    shape = data.shape if data is not None else None
+    return TensorFact(
+        shape=shape,
+        layout=Layout.contiguous(None if shape is None else len(shape)),
+        is_parameter=True,
+        origin=call.node,
+    )
+
+
+@function_op("torch.nn.Linear")
+def linear_constructor(call: OpCall) -> Fact:
+    sizes = [call.get(0, "in_features"), call.get(1, "out_features")]
+    in_features, out_features = (
+        call.context.size(*argument) if argument is not None else None for argument in sizes
+    )
+    return ModuleFact("torch.nn.Linear", in_features=in_features, out_features=out_features)
+
+
+@function_op("torch.nn.ModuleList", "torch.nn.ParameterList")
+def module_list(call: OpCall) -> Fact:
+    """The modules as listed (indexing ``self.linears[0]`` finds the layer)."""
+    modules = call.get(0, "modules")
+    if modules is not None and isinstance(modules[0], TupleFact | RepeatedFact):
+        return modules[0]
+    return UNKNOWN
+
+
+@function_op("torch.nn.MultiheadAttention")
+def multihead_attention_constructor(call: OpCall) -> Fact:
+    embed_dim, num_heads = call.int_arg(0, "embed_dim"), call.int_arg(1, "num_heads")
+    if embed_dim and num_heads and embed_dim % num_heads and isinstance(call.node, ast.Call):
+        call.context.observe(
+            IndivisibleSizes(call.node, "embed_dim by num_heads", embed_dim, num_heads)
+        )
+    return ModuleFact("torch.nn.MultiheadAttention")
+
+
+@function_op("torch.nn.Embedding")
+def embedding_constructor(call: OpCall) -> Fact:
+    sizes = [call.get(0, "num_embeddings"), call.get(1, "embedding_dim")]
+    count, width = (call.context.size(*argument) if argument else None for argument in sizes)
+    return ModuleFact("torch.nn.Embedding", in_features=count, out_features=width)
+
+
+@function_op("torch.nn.CrossEntropyLoss")
+def cross_entropy_constructor(call: OpCall) -> Fact:
+    return ModuleFact("torch.nn.CrossEntropyLoss")
+
+
+@function_op("torch.nn.Softmax")
+def softmax_constructor(call: OpCall) -> Fact:
+    return ModuleFact("torch.nn.Softmax", dim=call.int_arg(0, "dim"))
+
+
+@function_op("torch.nn.Dropout", "torch.nn.Identity", "torch.nn.LayerNorm", "torch.nn.RMSNorm")
+def plain_module(call: OpCall) -> Fact:
+    return ModuleFact(call.name)

@@ -1,0 +1,213 @@
+"""Masks and what is written through them: ``tril``/``triu``, ``~``, ``masked_fill``, ``where``."""
+
+from __future__ import annotations
+
+import ast
+import math
+
+from shapecheck.analysis.dims import Dim
+from shapecheck.analysis.facts import (
+    OPPOSITE_POLARITY,
+    Fact,
+    IntFact,
+    ScalarFact,
+    TensorFact,
+)
+from shapecheck.analysis.layout import Layout
+from shapecheck.analysis.observations import (
+    FillValue,
+    MaskBroadcast,
+    MaskPolarity,
+    TensorFromNumber,
+)
+from shapecheck.analysis.ops import (
+    Argument,
+    OpCall,
+    OpContext,
+    as_tensor,
+    function_op,
+    number,
+    tensor_op,
+    torch_names,
+)
+
+
+@tensor_op("tril", "triu", functions=torch_names("tril", "triu"))
+def triangle(call: OpCall) -> Fact:
+    """``tril`` keeps the visible keys of a causal mask (True = attend); ``triu`` from the
+    first diagonal above keeps the future ones (True = blocked)."""
+    diagonal = call.int_arg(0, "diagonal")
+    diagonal = 0 if diagonal is None and call.get(0, "diagonal") is None else diagonal
+    polarity = None
+    if call.name.endswith("tril") and diagonal is not None and diagonal >= 0:
+        polarity = "attend"
+    elif call.name.endswith("triu") and diagonal is not None and diagonal >= 1:
+        polarity = "block"
+    return call.receiver.derive(origin=call.node, polarity=polarity, product=None)
+
+
+@tensor_op("logical_not", functions=torch_names("logical_not"))
+def logical_not(call: OpCall) -> Fact:
+    return negated(call.receiver, call.node)
+
+
+def negated(mask: TensorFact, node: ast.AST) -> TensorFact:
+    """``~mask``: True where it was False; the polarity flips."""
+    flipped = OPPOSITE_POLARITY.get(mask.polarity or "")
+    return mask.derive(origin=node, polarity=flipped, product=None, dtype="bool")
+
+
+FLOAT16_MAX = 65504.0
+"""The largest finite float16: fills beyond it overflow (SC401)."""
+
+
+WEAK_FILL = 1e4
+"""Fills of smaller magnitude leave masked keys real weight after softmax (SC402)."""
+
+
+@tensor_op("masked_fill", functions=torch_names("masked_fill"))
+def masked_fill(call: OpCall) -> Fact:
+    receiver = call.receiver
+    layout = Layout.contiguous(receiver.rank) if receiver.layout is not None else None
+    mask, value = call.get(0, "mask"), call.get(1, "value")
+    if mask is not None:
+        check_mask(call.context, receiver, *mask)
+    unread_fills = receiver.unread_fills
+    constant = as_tensor(value[0]) if value is not None else None
+    if constant is not None and constant.from_number is not None:
+        call.context.observe(TensorFromNumber(constant.from_number))
+    if value is not None and isinstance(value[0], ScalarFact | IntFact):
+        filled = number(value[0])
+        written_by = call.node if isinstance(call.node, ast.Call) else None
+        problem = fill_problem(receiver, filled, value[1], masked_fill=written_by)
+        if problem is not None and problem.overflow:
+            if not call.context.precision_aware:
+                call.context.observe(problem)  # masked_fill refuses what float16 cannot hold
+        elif problem is not None:  # too weak: wrong only if a softmax reads it
+            unread_fills = with_fill(call.context, receiver, filled, value[1])
+    written = _written(mask[1]) if mask is not None else None
+    masked = receiver.masked_weights
+    if receiver.weights and written not in receiver.masked_with:
+        masked = call.node  # the softmax already spent weight on these keys
+    masked_with = receiver.masked_with | ({written} if written else set())
+    return receiver.derive(
+        layout=layout,
+        origin=call.node,
+        masked_weights=masked,
+        masked_with=masked_with,
+        unread_fills=unread_fills,
+    )
+
+
+def _written(node: ast.AST) -> str:
+    """The expression's structure, positions aside: the same mask twice is the same text."""
+    return ast.dump(node)
+
+
+@function_op("torch.where")
+def where(call: OpCall) -> Fact:
+    condition, chosen, other = call.get(0, "condition"), call.get(1, "input"), call.get(2, "other")
+    tensors = [as_tensor(argument[0]) for argument in (chosen, other) if argument is not None]
+    for tensor, argument in zip(tensors, (other, chosen), strict=False):
+        if tensor is None or (tensor.product is None and not tensor.weights):
+            continue
+        if condition is not None:
+            check_mask(call.context, tensor, *condition)
+        unread_fills = tensor.unread_fills
+        if argument is not None and isinstance(argument[0], ScalarFact | IntFact):
+            unread_fills = with_fill(call.context, tensor, number(argument[0]), argument[1])
+        masked = call.node if tensor.weights else tensor.masked_weights
+        return tensor.derive(
+            layout=None, origin=call.node, masked_weights=masked, unread_fills=unread_fills
+        )
+    return TensorFact(origin=call.node, scaling=None)
+
+
+def with_fill(
+    context: OpContext, scores: TensorFact, value: float | None, node: ast.AST
+) -> tuple[tuple[ast.AST, float], ...]:
+    """``scores``' unread fills and this one; a branch that tests for float16 picked a fill
+    beyond its range on purpose, and a positive one boosts keys rather than masking them."""
+    if value is None or value > 0 or (context.precision_aware and abs(value) > FLOAT16_MAX):
+        return scores.unread_fills
+    return (*scores.unread_fills, (node, value))
+
+
+def fill_problem(
+    scores: TensorFact,
+    value: float | None,
+    node: ast.AST,
+    *,
+    masked_fill: ast.Call | None = None,
+) -> FillValue | None:
+    """A literal written into attention scores: beyond float16, or too weak to mask."""
+    if value is None or math.isinf(value) or math.isnan(value):
+        return None
+    if abs(value) > FLOAT16_MAX and scores.dtype not in ("float32", "float64", "bfloat16"):
+        return FillValue(node, value, scores.dtype, overflow=True, masked_fill=masked_fill)
+    if abs(value) < WEAK_FILL and scores.is_scores:
+        return FillValue(node, value, scores.dtype, overflow=False, masked_fill=masked_fill)
+    return None
+
+
+def check_mask(context: OpContext, scores: TensorFact, mask: Fact, node: ast.AST) -> None:
+    """A mask for attention scores ``[..., Lq, Lk]`` must broadcast along the right axes."""
+    tensor = as_tensor(mask)
+    if not scores.is_scores or tensor is None:
+        return
+    check_mask_axes(context, tensor, scores.shape, node)
+
+
+def check_mask_axes(
+    context: OpContext, mask: TensorFact, scores: tuple[Dim, ...] | None, node: ast.AST
+) -> None:
+    if mask.shape is None or scores is None:
+        return
+    misplaced = misaligned_axis(mask.shape, scores)
+    if misplaced is not None:
+        context.observe(MaskBroadcast(node, mask.shape, scores, misplaced, masks_queries=False))
+    elif masks_queries(mask.shape, scores):
+        context.observe(
+            MaskBroadcast(node, mask.shape, scores, len(mask.shape) - 2, masks_queries=True)
+        )
+
+
+def misaligned_axis(mask: tuple[Dim, ...], scores: tuple[Dim, ...]) -> int | None:
+    """The first mask axis (aligned from the right) holding a named size that belongs to a
+    different axis of the scores: a padding mask over the queries, a batch axis under the
+    heads. ``None`` when every axis is 1, the scores' own size, or not provably wrong."""
+    if len(mask) > len(scores):
+        return None
+    offset = len(scores) - len(mask)
+    for index, dim in enumerate(mask):
+        target = scores[offset + index]
+        if dim == target or dim.value == 1 or not dim.is_named or not target.is_named:
+            continue  # an unknown size of the scores may be this one
+        elsewhere = [i for i, size in enumerate(scores) if size == dim and i != offset + index]
+        if elsewhere:
+            return index
+    return None
+
+
+def masks_queries(mask: tuple[Dim, ...], scores: tuple[Dim, ...]) -> bool:
+    """``[B, 1, L, 1]`` on scores ``[B, H, L, L]``: the sequence axis sits under the queries and
+    the keys' axis is 1, so padded queries are blocked while every query still sees the padded
+    keys."""
+    if len(mask) < 2 or len(mask) > len(scores):
+        return False
+    queries, keys = mask[-2], mask[-1]
+    return (
+        keys.value == 1
+        and queries.is_named
+        and queries == scores[-2]
+        and scores[-1].is_named
+        and scores[-1].value != 1
+    )
+
+
+def check_polarity(context: OpContext, mask: Argument, expected: str, api: str) -> None:
+    tensor = as_tensor(mask[0])
+    if tensor is None or tensor.dtype != "bool" or tensor.polarity is None:
+        return
+    if tensor.polarity != expected:
+        context.observe(MaskPolarity(mask[1], expected, tensor.polarity, api))

@@ -1,0 +1,207 @@
+"""Matrix products (``@``, ``matmul``, ``bmm``, ``einsum``) and layers built on them."""
+
+from __future__ import annotations
+
+import ast
+
+from shapecheck.analysis.dims import Dim, provably_different
+from shapecheck.analysis.facts import (
+    UNKNOWN,
+    Fact,
+    Product,
+    TensorFact,
+    scale_of,
+)
+from shapecheck.analysis.observations import (
+    LinearWeightProduct,
+    MaskAfterSoftmax,
+    SizeMismatch,
+)
+from shapecheck.analysis.ops import (
+    OpCall,
+    OpContext,
+    as_tensor,
+    function_op,
+    functional_names,
+    module_op,
+    new_tensor,
+    tensor_op,
+    torch_names,
+)
+from shapecheck.analysis.ops.arithmetic import broadcast_shapes, scaled
+from shapecheck.analysis.ops.views import rely_on_divisions
+
+
+def matrix_product(
+    context: OpContext,
+    node: ast.expr,
+    left: TensorFact,
+    right: TensorFact,
+    left_node: ast.expr,
+    right_node: ast.expr,
+) -> TensorFact:
+    """``left @ right`` with PyTorch's batching rules, recording what it contracts."""
+    shape: tuple[Dim, ...] | None = None
+    if (
+        left.shape is not None
+        and right.shape is not None
+        and min(len(left.shape), len(right.shape)) >= 2
+    ):
+        batch = broadcast_shapes(left.shape[:-2], right.shape[:-2])
+        if batch is not None:
+            shape = (*batch, left.shape[-2], right.shape[-1])
+        if provably_different(left.shape[-1], right.shape[-2]):
+            context.observe(
+                SizeMismatch(node, "matrix product inner axes", left.shape[-1], right.shape[-2])
+            )
+    scaling = None
+    if left.scaling is not None and right.scaling is not None:
+        scaling = left.scaling + right.scaling
+    key_size = right.shape[-1] if right.shape else None
+    product = Product(node, left, right, left_node, right_node, -1, -2, -1, key_size)
+    if right.is_linear_weight:
+        context.observe(LinearWeightProduct(product))
+    if left.masked_weights is not None:
+        context.observe(MaskAfterSoftmax(left.masked_weights))
+    return new_tensor(shape, node).derive(scaling=scaling, product=product)
+
+
+@tensor_op("matmul", "bmm", "mm", functions=torch_names("matmul", "bmm", "mm"))
+def matmul(call: OpCall) -> Fact:
+    other = call.get(0, "mat2") or call.get(0, "other")
+    if other is None or call.receiver_node is None:
+        return UNKNOWN
+    right = as_tensor(other[0])
+    if right is None:
+        return UNKNOWN
+    return matrix_product(
+        call.context, call.node, call.receiver, right, call.receiver_node, other[1]
+    )
+
+
+@function_op("torch.baddbmm")
+def baddbmm(call: OpCall) -> Fact:
+    operands = [call.get(1, "batch1"), call.get(2, "batch2")]
+    if operands[0] is None or operands[1] is None:
+        return TensorFact(origin=call.node, scaling=None)
+    left, right = as_tensor(operands[0][0]), as_tensor(operands[1][0])
+    if left is None or right is None:
+        return TensorFact(origin=call.node, scaling=None)
+    result = matrix_product(call.context, call.node, left, right, operands[0][1], operands[1][1])
+    alpha = call.get(None, "alpha")
+    if alpha is not None:
+        scaling = scaled(result, call.node, scale_of(alpha[0]))
+        result = result.derive(scaling=scaling, product=result.product)
+    return result
+
+
+@function_op("torch.einsum")
+def einsum(call: OpCall) -> Fact:
+    equation = call.get(0, "equation")
+    if equation is None or len(call.args) != 3:
+        return TensorFact(origin=call.node, scaling=None)
+    subscripts = _string_value(equation[1])
+    if subscripts is None or "->" not in subscripts or "." in subscripts:
+        return TensorFact(origin=call.node, scaling=None)
+    inputs, output = subscripts.replace(" ", "").split("->")
+    operands = inputs.split(",")
+    left, right = as_tensor(call.args[1][0]), as_tensor(call.args[2][0])
+    if len(operands) != 2 or left is None or right is None:
+        return TensorFact(origin=call.node, scaling=None)
+    left_letters, right_letters = operands
+    contracted = [
+        letter for letter in left_letters if letter in right_letters and letter not in output
+    ]
+    letter_sizes: dict[str, Dim] = {}
+    for letters, tensor in ((left_letters, left), (right_letters, right)):
+        if tensor.shape is not None and len(tensor.shape) == len(letters):
+            for letter, dim in zip(letters, tensor.shape, strict=True):
+                letter_sizes.setdefault(letter, dim)
+    shape = tuple(letter_sizes.get(letter, Dim.symbol("?")) for letter in output)
+    scaling = None
+    if left.scaling is not None and right.scaling is not None:
+        scaling = left.scaling + right.scaling
+    result = new_tensor(shape, call.node).derive(scaling=scaling)
+    if len(contracted) != 1:
+        return result
+    letter = contracted[0]
+    key_letters = [key for key in right_letters if key not in left_letters and key in output]
+    key_axis, key_size = -1, None
+    if len(key_letters) == 1:
+        key_axis = output.index(key_letters[0]) - len(output)
+        key_size = shape[key_axis]
+    if left.masked_weights is not None:
+        call.context.observe(MaskAfterSoftmax(left.masked_weights))
+    return result.derive(
+        scaling=scaling,
+        product=Product(
+            call.node,
+            left,
+            right,
+            call.args[1][1],
+            call.args[2][1],
+            left_letters.index(letter),
+            right_letters.index(letter),
+            key_axis,
+            key_size,
+        ),
+    )
+
+
+def _string_value(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return None
+
+
+@tensor_op(functions=functional_names("linear"))
+def linear_function(call: OpCall) -> Fact:
+    weight = call.tensor_arg(0, "weight")
+    out: Dim | None = None
+    if weight is not None and weight.shape is not None and len(weight.shape) == 2:
+        out = weight.shape[0]
+    return _projected(call, out)
+
+
+@module_op("torch.nn.Linear")
+def linear_module(call: OpCall) -> Fact:
+    module = call.module
+    width = call.receiver.last_dim
+    if module is not None and module.in_features is not None and width is not None:
+        if provably_different(module.in_features, width):
+            call.context.observe(
+                SizeMismatch(call.node, "nn.Linear input width", module.in_features, width)
+            )
+        rely_on_divisions(call.context, call.node, module.in_features, width)
+    return _projected(call, module.out_features if module else None)
+
+
+def _projected(call: OpCall, out: Dim | None) -> TensorFact:
+    """``[..., in] -> [..., out]`` (only the last axis known when the rank is not)."""
+    shape = call.receiver.shape
+    if shape is not None and len(shape) >= 1:
+        shape = (*shape[:-1], out if out is not None else Dim.symbol("?"))
+    return new_tensor(shape, call.node).derive(known_last=out)
+
+
+@module_op("torch.nn.LayerNorm", "torch.nn.RMSNorm")
+def norm_module(call: OpCall) -> Fact:
+    return _normalised(call)
+
+
+@tensor_op(functions=functional_names("layer_norm", "rms_norm"))
+def norm_function(call: OpCall) -> Fact:
+    return _normalised(call)
+
+
+def _normalised(call: OpCall) -> TensorFact:
+    # a norm's learned gain acts as a temperature on q and k (QK-norm): scaling unknown
+    return new_tensor(call.receiver.shape, call.node).derive(scaling=None)
+
+
+@module_op("torch.nn.Embedding")
+def embedding_module(call: OpCall) -> Fact:
+    """Token ids ``[...]`` -> vectors ``[..., embedding_dim]``."""
+    ids, module = call.receiver.shape, call.module
+    width = module.out_features if module and module.out_features else Dim.symbol("?")
+    return new_tensor(None if ids is None else (*ids, width), call.node).derive(known_last=width)

@@ -1,0 +1,413 @@
+"""Views and copies that change the shape: ``view``/``reshape`` and their kin, splits and joins."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import replace
+
+from shapecheck.analysis.dims import Dim, product
+from shapecheck.analysis.facts import (
+    UNKNOWN,
+    AxisOp,
+    Fact,
+    IntFact,
+    QualifiedName,
+    RepeatedFact,
+    TensorFact,
+    TupleFact,
+    fresh_shape,
+)
+from shapecheck.analysis.layout import Layout, plan_view, reinterpreted_axis
+from shapecheck.analysis.observations import (
+    ExactDivisionAssumed,
+    IncompatibleView,
+    ReinterpretingView,
+)
+from shapecheck.analysis.ops import (
+    OpCall,
+    OpContext,
+    as_tensor,
+    function_op,
+    new_tensor,
+    tensor_op,
+    torch_names,
+)
+
+
+def _target_shape(receiver: TensorFact, sizes: list[Dim | None]) -> tuple[Dim, ...]:
+    """The new shape, with one otherwise unknown size solved from the element count.
+
+    A ``-1`` is what the element count leaves (``E // H`` if it comes to that: a view must
+    be exact). Without a ``-1``, a single size whose symbols the old shape never mentions
+    (``view(L, B, embed_dim)`` of ``[L, B*H, D]``) is replaced when the division is exact.
+    """
+    if receiver.shape is None:
+        return tuple(size if size is not None else Dim.symbol("?") for size in sizes)
+    old_symbols = {atom for dim in receiver.shape for atom in dim.factors}
+    missing = [index for index, size in enumerate(sizes) if size is None]
+    exact_only = not missing
+    if exact_only:
+        missing = [
+            index
+            for index, size in enumerate(sizes)
+            if size is not None and size.factors and not set(size.factors) & old_symbols
+        ]
+    if len(missing) == 1:
+        known = [size for index, size in enumerate(sizes) if index != missing[0] and size]
+        # what fits, by definition: no division is relied on to get it
+        solved = replace(product(receiver.shape).floordiv(product(known)), assumes=frozenset())
+        if not exact_only or len(solved.quotients) <= sum(len(d.quotients) for d in receiver.shape):
+            sizes = list(sizes)
+            sizes[missing[0]] = solved
+    return tuple(size if size is not None else Dim.symbol("?") for size in sizes)
+
+
+def _view_like(call: OpCall, sizes: list[Dim | None] | None, *, copies: bool) -> Fact:
+    """``view`` (``copies=False``) or ``reshape`` (copies when a view is impossible)."""
+    receiver = call.receiver
+    if sizes is None:
+        return receiver.derive(shape=None, layout=None, origin=call.node)
+    shape = _target_shape(receiver, sizes)
+    layout = _view_layout(call, shape, copies=copies)
+    if layout is _FAILED_VIEW:
+        layout = Layout.contiguous(len(shape))  # go on as if the author had fixed it
+    elif receiver.shape is not None and isinstance(call.node, ast.Call):
+        moved = reinterpreted_axis(receiver.shape, shape)
+        if moved is not None:
+            call.context.observe(
+                ReinterpretingView(call.node, call.anchor, receiver.shape, shape, moved)
+            )
+        rely_on_divisions(call.context, call.node, product(receiver.shape), product(shape))
+    result = receiver.derive(shape=shape, layout=layout, origin=call.node)
+    old = receiver.shape
+    if (
+        old is not None
+        and len(old) == len(shape) >= 2
+        and old[-1] != old[-2]
+        and shape[:-2] == old[:-2]
+        and (shape[-2], shape[-1]) == (old[-1], old[-2])
+    ):
+        # the sizes of the last two axes exchanged without moving any data
+        rank = len(shape)
+        return result.derive(axis_op=AxisOp("view", call.node, rank, (rank - 2, rank - 1)))
+    return result
+
+
+_FAILED_VIEW = Layout(None)
+"""Marks a view PyTorch refuses (SC101 reports it)."""
+
+
+def rely_on_divisions(context: OpContext, node: ast.AST, first: Dim, second: Dim) -> None:
+    """Sizes that must agree and do only if some ``a // b`` divided exactly (a layer built
+    ``d_model`` wide fed ``num_heads * head_dim`` features, a view splitting ``d_model`` into
+    ``num_heads`` pieces of ``head_dim``): each such division is relied on (SC502)."""
+    if first == second:
+        for quotient in first.assumes ^ second.assumes:
+            if quotient.origin is not None:
+                context.observe(ExactDivisionAssumed(node, quotient.origin))
+
+
+def _view_layout(call: OpCall, shape: tuple[Dim, ...], *, copies: bool) -> Layout | None:
+    receiver = call.receiver
+    if receiver.layout is None:
+        return None
+    if receiver.layout.is_contiguous:
+        return Layout.contiguous(len(shape))
+    if receiver.shape is None or receiver.layout.order is None:
+        return None
+    plan = plan_view(receiver.shape, receiver.layout, shape)
+    if not plan.merged:
+        return plan.layout
+    if copies:
+        return Layout.contiguous(len(shape))  # reshape copies
+    if isinstance(call.node, ast.Call):
+        call.context.observe(IncompatibleView(call.node, call.anchor, receiver, plan.merged))
+    return _FAILED_VIEW
+
+
+@tensor_op("view")
+def view(call: OpCall) -> Fact:
+    first = call.get(0, "dtype")
+    if first is not None and isinstance(first[0], QualifiedName):
+        return UNKNOWN  # view(torch.float16) reinterprets the dtype
+    return _view_like(call, call.sizes(0), copies=False)
+
+
+@tensor_op("reshape", functions=torch_names("reshape"))
+def reshape(call: OpCall) -> Fact:
+    return _view_like(call, call.sizes(0), copies=True)
+
+
+@tensor_op("view_as", "reshape_as")
+def view_as(call: OpCall) -> Fact:
+    other = call.tensor_arg(0, "other")
+    sizes: list[Dim | None] | None = None
+    if other is not None and other.shape is not None:
+        sizes = list(other.shape)
+    return _view_like(call, sizes, copies=call.name == "reshape_as")
+
+
+@tensor_op("flatten", functions=torch_names("flatten"))
+def flatten(call: OpCall) -> Fact:
+    receiver = call.receiver
+    start, end = call.int_arg(0, "start_dim"), call.int_arg(1, "end_dim")
+    start = 0 if start is None and call.get(0, "start_dim") is None else start
+    end = -1 if end is None and call.get(1, "end_dim") is None else end
+    if receiver.shape is None or start is None or end is None:
+        return receiver.derive(shape=None, layout=None, origin=call.node)
+    rank = len(receiver.shape)
+    first, last = start % rank, end % rank
+    merged = product(receiver.shape[first : last + 1])
+    sizes: list[Dim | None] = [*receiver.shape[:first], merged, *receiver.shape[last + 1 :]]
+    return _view_like(call, sizes, copies=True)
+
+
+@tensor_op("unflatten", functions=torch_names("unflatten"))
+def unflatten(call: OpCall) -> Fact:
+    receiver = call.receiver
+    axis = call.int_arg(0, "dim")
+    split = call.sizes(1, 2)
+    position = receiver.normalise_axis(axis) if axis is not None else None
+    if receiver.shape is None or position is None or split is None:
+        return receiver.derive(shape=None, layout=None, origin=call.node)
+    sizes: list[Dim | None] = [*receiver.shape[:position], *split, *receiver.shape[position + 1 :]]
+    return _view_like(call, sizes, copies=True)
+
+
+@tensor_op("repeat")
+def repeat(call: OpCall) -> Fact:
+    receiver = call.receiver
+    counts = call.sizes(0)
+    if counts is None or receiver.shape is None or len(counts) < len(receiver.shape):
+        return receiver.derive(shape=None, layout=None, origin=call.node)
+    padded = (Dim.constant(1),) * (len(counts) - len(receiver.shape)) + receiver.shape
+    shape = tuple(
+        dim * count if count is not None else Dim.symbol("?")
+        for dim, count in zip(padded, counts, strict=True)
+    )
+    return receiver.derive(shape=shape, layout=Layout.contiguous(len(shape)), origin=call.node)
+
+
+@tensor_op("repeat_interleave", functions=torch_names("repeat_interleave"))
+def repeat_interleave(call: OpCall) -> Fact:
+    receiver = call.receiver
+    count = call.get(0, "repeats")
+    axis = call.int_arg(1, "dim")
+    if receiver.shape is None or count is None or axis is None:
+        return receiver.derive(shape=None, layout=None, origin=call.node)
+    position = receiver.normalise_axis(axis)
+    times = call.context.size(*count)
+    if position is None or times is None:
+        return receiver.derive(shape=None, layout=None, origin=call.node)
+    shape = list(receiver.shape)
+    shape[position] = shape[position] * times
+    return receiver.derive(
+        shape=tuple(shape), layout=Layout.contiguous(len(shape)), origin=call.node
+    )
+
+
+@tensor_op("contiguous")
+def contiguous(call: OpCall) -> Fact:
+    return call.receiver.derive(layout=Layout.contiguous(call.receiver.rank), origin=call.node)
+
+
+@tensor_op("clone", functions=torch_names("clone"))
+def clone(call: OpCall) -> Fact:
+    # clone() keeps the strides of a dense tensor (torch.preserve_format, the default);
+    # only torch.contiguous_format makes it contiguous.
+    memory_format = call.get(None, "memory_format")
+    if memory_format is None or memory_format[0] == QualifiedName("torch.preserve_format"):
+        return call.receiver.derive(origin=call.node)
+    if memory_format[0] == QualifiedName("torch.contiguous_format"):
+        return call.receiver.derive(layout=Layout.contiguous(call.receiver.rank), origin=call.node)
+    return call.receiver.derive(layout=None, origin=call.node)
+
+
+@tensor_op("unsqueeze", functions=torch_names("unsqueeze"))
+def unsqueeze(call: OpCall) -> Fact:
+    receiver = call.receiver
+    axis = call.int_arg(0, "dim")
+    if receiver.shape is None or axis is None:
+        return receiver.derive(shape=None, layout=None, origin=call.node)
+    rank = len(receiver.shape) + 1
+    if not -rank <= axis < rank:
+        return receiver.derive(shape=None, layout=None, origin=call.node)
+    position = axis % rank
+    shape = (*receiver.shape[:position], Dim.constant(1), *receiver.shape[position:])
+    layout = receiver.layout.materialise(rank - 1) if receiver.layout else None
+    return receiver.derive(
+        shape=shape,
+        layout=layout.with_axis_inserted(position) if layout else None,
+        origin=call.node,
+    )
+
+
+@tensor_op("squeeze", functions=torch_names("squeeze"))
+def squeeze(call: OpCall) -> Fact:
+    receiver = call.receiver
+    axis = call.int_arg(0, "dim")
+    if receiver.shape is not None and call.get(0, "dim") is None:
+        if all(dim.value is not None for dim in receiver.shape):  # squeeze(): all size-1 axes
+            kept = tuple(dim for dim in receiver.shape if dim.value != 1)
+            return new_tensor(kept, call.node) if kept != receiver.shape else receiver
+        return receiver.derive(shape=None, layout=None, origin=call.node)
+    if receiver.shape is None or axis is None:
+        return receiver.derive(shape=None, layout=None, origin=call.node)
+    position = receiver.normalise_axis(axis)
+    if position is None or receiver.shape[position].value != 1:
+        return receiver.derive(shape=None, layout=None, origin=call.node)
+    layout = receiver.layout.materialise(len(receiver.shape)) if receiver.layout else None
+    return receiver.derive(
+        shape=receiver.shape[:position] + receiver.shape[position + 1 :],
+        layout=layout.with_axis_removed(position) if layout else None,
+        origin=call.node,
+    )
+
+
+@tensor_op("expand")
+def expand(call: OpCall) -> Fact:
+    receiver = call.receiver
+    sizes = call.sizes(0)
+    if sizes is None or receiver.shape is None or len(sizes) < len(receiver.shape):
+        return receiver.derive(shape=None, layout=None, origin=call.node)
+    leading = len(sizes) - len(receiver.shape)
+    shape: list[Dim] = []
+    broadcast: list[int] = []
+    for index, size in enumerate(sizes):
+        if index < leading:
+            shape.append(size if size is not None else Dim.symbol("?"))
+            continue
+        old = receiver.shape[index - leading]
+        if size is None or size == old:
+            shape.append(old)
+        elif old.value == 1:
+            shape.append(size)
+            broadcast.append(index - leading)
+        else:
+            return receiver.derive(shape=None, layout=None, origin=call.node)
+    layout = receiver.layout.materialise(len(receiver.shape)) if receiver.layout else None
+    return receiver.derive(
+        shape=tuple(shape),
+        layout=layout.expanded(broadcast, leading, call.node) if layout else None,
+        origin=call.node,
+    )
+
+
+def _pieces(call: OpCall, count: int | None, axis: int | None, piece_size: Dim | None) -> Fact:
+    receiver = call.receiver
+    if count is None:
+        return UNKNOWN
+    if receiver.shape is None or axis is None:
+        return TupleFact(
+            tuple(receiver.derive(shape=None, layout=None, origin=call.node) for _ in range(count))
+        )
+    position = receiver.normalise_axis(axis)
+    if position is None:
+        return UNKNOWN
+    size = piece_size or receiver.shape[position].floordiv(Dim.constant(count))
+    shape = (*receiver.shape[:position], size, *receiver.shape[position + 1 :])
+    # a piece keeps the memory order of its source (a gap never makes a view legal)
+    piece = receiver.derive(shape=shape, origin=call.node)
+    return TupleFact(tuple(piece for _ in range(count)))
+
+
+@tensor_op("chunk", functions=torch_names("chunk"))
+def chunk(call: OpCall) -> Fact:
+    axis = call.int_arg(1, "dim")
+    if axis is None and call.get(1, "dim") is None:
+        axis = 0
+    return _pieces(call, call.int_arg(0, "chunks"), axis, None)
+
+
+@tensor_op("split", functions=torch_names("split"))
+def split(call: OpCall) -> Fact:
+    axis = call.int_arg(1, "dim")
+    if axis is None and call.get(1, "dim") is None:
+        axis = 0
+    sizes = call.get(0, "split_size_or_sections") or call.get(0, "split_size")
+    if sizes is None:
+        return UNKNOWN
+    fact, _ = sizes
+    if isinstance(fact, TupleFact):
+        return _split_sections(call, fact, axis)
+    receiver = call.receiver
+    if isinstance(fact, IntFact) and receiver.shape is not None and axis is not None:
+        position = receiver.normalise_axis(axis)
+        if position is not None:
+            count = receiver.shape[position].floordiv(fact.dim).value
+            pieces = _pieces(call, count if count is not None else 1, axis, fact.dim)
+            if count is None and isinstance(pieces, TupleFact):
+                return RepeatedFact(pieces.items[0])  # as many pieces as the code unpacks
+            return pieces
+    return UNKNOWN
+
+
+def _split_sections(call: OpCall, sections: TupleFact, axis: int | None) -> Fact:
+    pieces = []
+    for item in sections.items:
+        size = item.dim if isinstance(item, IntFact) else None
+        piece = _pieces(call, 1, axis, size)
+        if not isinstance(piece, TupleFact):
+            return UNKNOWN
+        pieces.append(piece.items[0])
+    return TupleFact(tuple(pieces))
+
+
+@tensor_op("unbind", functions=torch_names("unbind"))
+def unbind(call: OpCall) -> Fact:
+    receiver = call.receiver
+    axis = call.int_arg(0, "dim")
+    if axis is None and call.get(0, "dim") is None:
+        axis = 0
+    if receiver.shape is None or axis is None:
+        return UNKNOWN
+    position = receiver.normalise_axis(axis)
+    if position is None:
+        return UNKNOWN
+    count = receiver.shape[position].value
+    if count is None:
+        return UNKNOWN
+    layout = receiver.layout.materialise(len(receiver.shape)) if receiver.layout else None
+    piece = receiver.derive(
+        shape=receiver.shape[:position] + receiver.shape[position + 1 :],
+        layout=layout.with_axis_removed(position) if layout else None,
+        origin=call.node,
+    )
+    return TupleFact(tuple(piece for _ in range(count)))
+
+
+@function_op(*torch_names("cat", "concat", "concatenate", "stack"))
+def concatenate(call: OpCall) -> Fact:
+    """``cat`` keeps the rank of its inputs (all equal at run time); ``stack`` adds one.
+    The values are the inputs' own: scaled alike if every input is."""
+    first = call.get(0, "tensors")
+    tensors = (
+        [as_tensor(item) for item in first[0].items]
+        if first and isinstance(first[0], TupleFact)
+        else []
+    )
+    shapes = [tensor.shape for tensor in tensors if tensor is not None and tensor.shape is not None]
+    scalings = {tensor.scaling if tensor is not None else None for tensor in tensors}
+    scaling = scalings.pop() if len(scalings) == 1 else None
+    return new_tensor(_concatenated_shape(call, shapes), call.node).derive(scaling=scaling)
+
+
+def _concatenated_shape(call: OpCall, shapes: list[tuple[Dim, ...]]) -> tuple[Dim, ...] | None:
+    if not shapes:
+        return None
+    shape = shapes[0]
+    axis = call.int_arg(1, "dim")
+    axis = 0 if axis is None and call.get(1, "dim") is None else axis
+    if call.name == "torch.stack":
+        if axis is None or not -len(shape) - 1 <= axis <= len(shape):
+            return fresh_shape(len(shape) + 1)
+        position = axis % (len(shape) + 1)
+        return (*shape[:position], Dim.symbol("?"), *shape[position:])
+    if axis is None or not -len(shape) <= axis < len(shape):
+        return fresh_shape(len(shape))
+    position = axis % len(shape)
+    others = [dims for dims in shapes if len(dims) == len(shape)]
+    return tuple(
+        Dim.symbol("?") if index == position or any(d[index] != dim for d in others) else dim
+        for index, dim in enumerate(shape)
+    )
