@@ -81,6 +81,12 @@ class InputError(click.ClickException):
     is_flag=True,
     help="Print each PATH[:Class.method] with the shapes the analysis infers, and exit.",
 )
+@click.option(
+    "--coverage",
+    "show_coverage",
+    is_flag=True,
+    help="Print how much the analysis knew of each file's tensors (text or json), and exit.",
+)
 @click.option("--fix", is_flag=True, help="Apply safe fixes in place.")
 @click.option(
     "--unsafe-fixes",
@@ -133,6 +139,7 @@ def main(
     isolated: bool,
     stdin_filename: str | None,
     show_shapes: bool,
+    show_coverage: bool,
     fix: bool,
     unsafe_fixes: bool,
     diff: bool,
@@ -192,6 +199,8 @@ def main(
         raise click.UsageError(str(error)) from error
 
     targets = _targets(paths or (".",), settings, stdin_filename, force_exclude)
+    if show_coverage:
+        _coverage(targets, output_format)
     output = Output(output_format, unsafe_fixes, show_statistics, quiet, exit_zero)
     if fix or diff:
         from shapecheck.rule import all_rules
@@ -330,6 +339,47 @@ def _fix(
     output.finish(
         results, _kept(results, settings), fixed=fixed, failed=failed, to_stderr=stdin_only
     )
+
+
+def _coverage(targets: list[tuple[str, bytes | None]], output_format: str) -> NoReturn:
+    """``--coverage``: per file and in total, what the analysis knew; exit 2 when a file
+    could not be read or parsed (each is named on stderr), else 0."""
+    import json
+
+    from shapecheck.coverage import Coverage, measure, render_text
+    from shapecheck.diagnostics import FileResult
+    from shapecheck.run import map_files, read
+
+    if output_format not in ("text", "json"):
+        raise click.UsageError("--coverage prints text or json")
+    items: list[tuple[str, bytes]] = []
+    problems: list[Diagnostic] = []
+    for path, data in targets:
+        content = read(path) if data is None else data
+        if isinstance(content, FileResult):
+            problems += content.diagnostics
+        else:
+            items.append((path, content))
+    reports: list[Coverage] = []
+    for measured in map_files(measure, items):
+        if isinstance(measured, Coverage):
+            reports.append(measured)
+        else:
+            problems.append(measured)
+    total = Coverage("total", files=0)
+    for report in reports:
+        total.add(report)
+    if output_format == "json":
+        document = {
+            "files": [report.as_json(top=10) for report in reports],
+            "total": total.as_json(top=20),
+        }
+        click.echo(json.dumps(document, indent=2))
+    else:
+        click.echo(render_text(reports, total, top=15))
+    for problem in problems:
+        click.echo(f"{problem.path}:{problem.line}:{problem.column}: {problem.message}", err=True)
+    sys.exit(EXIT_ERROR if problems else EXIT_CLEAN)
 
 
 def _show_shapes(paths: Sequence[str]) -> None:

@@ -10,14 +10,16 @@ checked.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 from shapecheck.diagnostics import FileResult, input_error, internal_error
 
 if TYPE_CHECKING:
     from shapecheck.cache import ResultCache
     from shapecheck.rule import Rule
+
+ResultT = TypeVar("ResultT")
 
 POOL_MIN_FILES = 8
 """Fewer files than this are checked in this process: starting workers would cost more."""
@@ -80,25 +82,35 @@ def _check_all(
     from shapecheck.rule import all_rules
 
     _worker_rules = [rule() for rule in all_rules() if rule.code in codes]
-    workers = min(jobs or _cpus(), len(pending))
-    # forked workers inherit the imported linter and rules; where processes cannot fork
-    # (Windows), or a worker dies, the files are checked here
-    if workers < 2 or len(pending) < POOL_MIN_FILES or not _can_fork():
-        return [_check_one(item) for item in pending]
+    return map_files(_check_one, pending, jobs)
+
+
+def map_files(
+    worker: Callable[[tuple[str, bytes]], ResultT],
+    items: list[tuple[str, bytes]],
+    jobs: int | None = None,
+) -> list[ResultT]:
+    """``worker`` on each ``(path, content)``, in order: in forked worker processes when there
+    are enough files to pay for them. ``worker`` must be a module-level function (the workers
+    inherit what this process imported); where processes cannot fork (Windows), or a worker
+    dies, the files are done here."""
+    workers = min(jobs or _cpus(), len(items))
+    if workers < 2 or len(items) < POOL_MIN_FILES or not _can_fork():
+        return [worker(item) for item in items]
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
     # largest files first, so that no worker is left with a big file at the end
-    order = sorted(range(len(pending)), key=lambda index: -len(pending[index][1]))
+    order = sorted(range(len(items)), key=lambda index: -len(items[index][1]))
     try:
         context = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(workers, mp_context=context) as pool:
-            checked = list(pool.map(_check_one, [pending[index] for index in order]))
+            done = list(pool.map(worker, [items[index] for index in order]))
     except BrokenProcessPool:
-        return [_check_one(item) for item in pending]
-    by_index = dict(zip(order, checked, strict=True))
-    return [by_index[index] for index in range(len(pending))]
+        return [worker(item) for item in items]
+    by_index = dict(zip(order, done, strict=True))
+    return [by_index[index] for index in range(len(items))]
 
 
 def _can_fork() -> bool:

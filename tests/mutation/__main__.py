@@ -156,8 +156,8 @@ MUTANTS = [
     Mutant(
         "pool-loses-the-last-result",
         "shapecheck/run.py",
-        "    return [by_index[index] for index in range(len(pending))]",
-        "    ordered = [by_index[index] for index in range(len(pending))]\n"
+        "    return [by_index[index] for index in range(len(items))]",
+        "    ordered = [by_index[index] for index in range(len(items))]\n"
         "    return [*ordered[:-1], FileResult(ordered[-1].path, [])]",
         (
             f"{SPEED}::test_the_pool_finds_what_one_process_finds_file_by_file",
@@ -167,9 +167,9 @@ MUTANTS = [
     Mutant(
         "pool-loses-the-smallest-result",
         "shapecheck/run.py",
-        "            checked = list(pool.map(_check_one, [pending[index] for index in order]))\n",
-        "            checked = list(pool.map(_check_one, [pending[index] for index in order]))\n"
-        "            checked[-1] = FileResult(checked[-1].path, [])\n",
+        "            done = list(pool.map(worker, [items[index] for index in order]))\n",
+        "            done = list(pool.map(worker, [items[index] for index in order]))\n"
+        "            done[-1] = FileResult(done[-1].path, [])  # type: ignore[assignment]\n",
         (
             f"{SPEED}::test_the_pool_finds_what_one_process_finds_file_by_file",
             f"{SPEED}::test_the_pool_reports_every_finding_of_many_small_files",

@@ -1,0 +1,262 @@
+"""``shapecheck --coverage``: how much the analysis knew, so that silence can be trusted.
+
+Like mypy's imprecision report, per file and in total: the softmax calls it recognised as
+attention (a softmax over q·kᵀ scores), and, in the functions that compute attention (a
+softmax, ``scaled_dot_product_attention`` or ``nn.MultiheadAttention`` call), the share of
+tensor-valued expressions whose rank, whole shape and memory layout it knows, with the most
+frequent reasons for what it did not know.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import Counter
+from dataclasses import dataclass, field
+
+from shapecheck.analysis import ModuleAnalysis, analyse
+from shapecheck.analysis.facts import (
+    Fact,
+    FunctionNode,
+    FunctionRef,
+    InstanceFact,
+    ModuleFact,
+    QualifiedName,
+    TensorFact,
+    Unknown,
+)
+from shapecheck.analysis.interpreter import FunctionFacts
+from shapecheck.analysis.observations import AttentionScores
+from shapecheck.diagnostics import Diagnostic
+from shapecheck.source import parse_source
+
+_ATTENTION_CALLS = {
+    "torch.softmax",
+    "torch.nn.functional.softmax",
+    "torch.nn.functional.scaled_dot_product_attention",
+}
+_ATTENTION_MODULES = {"torch.nn.Softmax", "torch.nn.MultiheadAttention"}
+_SOFTMAX = {"torch.softmax", "torch.nn.functional.softmax", "torch.nn.Softmax"}
+
+
+@dataclass
+class Coverage:
+    """What the analysis knew in one file (or, added up, in many)."""
+
+    path: str
+    files: int = 1
+    softmax_calls: int = 0
+    attention_softmax: int = 0
+    """Softmax calls recognised as attention: over q·kᵀ scores."""
+    attention_functions: int = 0
+    tensors: int = 0
+    """Tensor-valued expressions in attention functions."""
+    rank_known: int = 0
+    shape_known: int = 0
+    """Every size known (named or a number)."""
+    layout_known: int = 0
+    unknown_values: int = 0
+    """Call results in attention functions it could not model at all."""
+    reasons: Counter[str] = field(default_factory=Counter)
+    """Why a tensor's rank, or a value, was unknown -> how often."""
+
+    def add(self, other: Coverage) -> None:
+        for name in (
+            "files",
+            "softmax_calls",
+            "attention_softmax",
+            "attention_functions",
+            "tensors",
+            "rank_known",
+            "shape_known",
+            "layout_known",
+            "unknown_values",
+        ):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.reasons.update(other.reasons)
+
+    def as_json(self, top: int) -> dict[str, object]:
+        return {
+            "path": self.path,
+            "files": self.files,
+            "softmax": {"calls": self.softmax_calls, "attention": self.attention_softmax},
+            "attention_functions": self.attention_functions,
+            "tensors": {
+                "expressions": self.tensors,
+                "rank_known": self.rank_known,
+                "shape_known": self.shape_known,
+                "layout_known": self.layout_known,
+            },
+            "unknown_values": self.unknown_values,
+            "reasons": [
+                {"reason": reason, "count": count} for reason, count in self.top_reasons(top)
+            ],
+        }
+
+    def top_reasons(self, top: int) -> list[tuple[str, int]]:
+        return sorted(self.reasons.items(), key=lambda item: (-item[1], item[0]))[:top]
+
+
+def measure(item: tuple[str, bytes]) -> Coverage | Diagnostic:
+    """What the analysis knew of one file's content; SC000 where it cannot be read."""
+    path, data = item
+    source = parse_source(data, path)
+    if isinstance(source, Diagnostic):
+        return source
+    try:
+        return coverage(path, analyse(source.module, source.text))
+    except RecursionError:
+        return Coverage(path)  # nested deeper than Python's stack: nothing was known
+    except Exception as error:  # reported for this file; the others go on
+        from shapecheck.diagnostics import internal_error
+
+        return internal_error(path, "while measuring coverage", error)
+
+
+def coverage(path: str, analysis: ModuleAnalysis) -> Coverage:
+    """What the analysis of one file knew."""
+    report = Coverage(path)
+    attention = {observation.softmax for observation in analysis.observations(AttentionScores)}
+    report.attention_softmax = len(attention)
+    for function in analysis.functions:
+        calls = [node for node in function.facts if isinstance(node, ast.Call)]
+        kinds = {node: _called(function, node) for node in calls}
+        report.softmax_calls += sum(
+            1 for node, name in kinds.items() if name in _SOFTMAX or _is_softmax_method(node, name)
+        )
+        is_attention = any(
+            name in _ATTENTION_CALLS | _ATTENTION_MODULES or _is_softmax_method(node, name)
+            for node, name in kinds.items()
+        )
+        if not is_attention or not isinstance(function.node, FunctionNode):
+            continue
+        report.attention_functions += 1
+        for node, fact in function.facts.items():
+            _count(report, function, node, fact)
+    return report
+
+
+def _called(function: FunctionFacts, call: ast.Call) -> str | None:
+    """The qualified name (or module kind) a call calls, as far as the facts tell."""
+    callee = function.facts.get(call.func)
+    if isinstance(callee, QualifiedName):
+        return callee.name
+    if isinstance(callee, ModuleFact):
+        return callee.kind
+    return None
+
+
+def _is_softmax_method(call: ast.Call, name: str | None) -> bool:
+    """``scores.softmax(-1)``: a tensor method (the callee is no function or module)."""
+    func = call.func
+    return name is None and isinstance(func, ast.Attribute) and func.attr == "softmax"
+
+
+def _count(report: Coverage, function: FunctionFacts, node: ast.AST, fact: Fact) -> None:
+    if isinstance(fact, TensorFact):
+        report.tensors += 1
+        if fact.shape is None:
+            report.reasons[_blame(function, node, fact)] += 1
+            return
+        report.rank_known += 1
+        report.shape_known += not any(dim.has_unknown for dim in fact.shape)
+        report.layout_known += fact.layout is not None
+    elif isinstance(fact, Unknown) and isinstance(node, ast.Call):
+        report.unknown_values += 1
+        report.reasons[_reason(fact)] += 1
+
+
+def _blame(function: FunctionFacts, node: ast.AST, fact: TensorFact) -> str:
+    """Why a tensor's rank is unknown: its own reason, or that of the operand it came from
+    (the softmax of scores of unknown rank is blamed on what made the scores)."""
+    seen: set[ast.AST] = set()
+    while fact.unknown_rank is None and node not in seen:
+        seen.add(node)
+        if isinstance(node, ast.Name) and fact.origin is not None and fact.origin is not node:
+            node = fact.origin  # a name: blame what was assigned to it
+            continue
+        for operand in _operands(function, node):
+            found = function.facts.get(operand)
+            if isinstance(found, Unknown) and found.reason == "call":
+                return _reason(found)
+            if isinstance(found, TensorFact) and found.shape is None:
+                node, fact = operand, found
+                break
+        else:
+            return f"`{_op(node)}`: result of unknown rank"
+    return _reason(fact.unknown_rank) if fact.unknown_rank else "expression it does not model"
+
+
+def _operands(function: FunctionFacts, node: ast.AST) -> list[ast.AST]:
+    """The expressions a tensor was computed from (a method's receiver, a call's arguments)."""
+    match node:
+        case ast.Call(func=func, args=args, keywords=keywords):
+            method = isinstance(func, ast.Attribute) and not isinstance(
+                function.facts.get(func), ModuleFact | QualifiedName | FunctionRef | InstanceFact
+            )
+            receiver = [func.value] if method and isinstance(func, ast.Attribute) else []
+            return [*receiver, *args, *(keyword.value for keyword in keywords)]
+        case ast.BinOp(left=left, right=right):
+            return [left, right]
+        case ast.Compare(left=left, comparators=comparators):
+            return [left, *comparators]
+        case ast.UnaryOp(operand=operand):
+            return [operand]
+        case ast.Subscript(value=value) | ast.Starred(value=value) | ast.Attribute(value=value):
+            return [value]
+        case ast.IfExp(body=body, orelse=orelse):
+            return [body, orelse]
+    return []
+
+
+def _op(node: ast.AST) -> str:
+    if isinstance(node, ast.Call):
+        func = node.func
+        return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "call")
+    return type(node).__name__
+
+
+def _reason(unknown: Unknown) -> str:
+    match unknown.reason:
+        case "call":
+            return f"unmodelled call `{unknown.detail}`"
+        case "name":
+            return f"name `{unknown.detail}` bound where the analysis does not look"
+        case "parameter":
+            return "parameter of unknown rank"
+        case "op":
+            return f"`{unknown.detail}` with arguments it cannot read"
+        case "conflict":
+            return "branches that disagree"
+    return "expression it does not model"
+
+
+def percent(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.0f}%" if whole else "-"
+
+
+def render_text(reports: list[Coverage], total: Coverage, top: int) -> str:
+    """One row per file with attention in it, the total, then the top reasons."""
+    header = (
+        f"{'file':<48} {'softmax':>9} {'attention':>9} {'tensors':>8} "
+        f"{'rank':>5} {'shape':>6} {'layout':>6}"
+    )
+    rows = [header]
+    for report in [*(r for r in reports if r.attention_functions or r.softmax_calls), total]:
+        name = report.path if len(report.path) <= 48 else "…" + report.path[-47:]
+        rows.append(
+            f"{name:<48} {f'{report.attention_softmax}/{report.softmax_calls}':>9} "
+            f"{report.attention_functions:>9} {report.tensors:>8} "
+            f"{percent(report.rank_known, report.tensors):>5} "
+            f"{percent(report.shape_known, report.tensors):>6} "
+            f"{percent(report.layout_known, report.tensors):>6}"
+        )
+    rows.append(
+        f"\n{total.files} files; softmax: recognised as attention / all calls; tensors: "
+        "tensor-valued expressions in functions that compute attention, and the share whose "
+        f"rank, whole shape and layout are known; {total.unknown_values} call results there "
+        "not understood at all"
+    )
+    if total.reasons:
+        rows.append("\nwhy ranks and values were unknown:")
+        rows += [f"{count:>7}  {reason}" for reason, count in total.top_reasons(top)]
+    return "\n".join(rows)
