@@ -122,8 +122,8 @@ def _number_would_do(analysis: ModuleAnalysis, value: ast.expr) -> bool:
     if isinstance(holder, ast.BinOp):
         partner = holder.right if holder.left is value else holder.left
         fact = analysis.fact(partner)
-        # computed here (an untyped parameter is only assumed to be a tensor)
-        if not isinstance(fact, TensorFact) or fact.origin is None:
+        # computed here (an untyped parameter is only assumed to be a tensor), on every path
+        if not isinstance(fact, TensorFact) or fact.origin is None or fact.uncertain:
             return False
         return fact.from_number is None
     keyword = holder.arg if isinstance(holder, ast.keyword) else None

@@ -20,7 +20,6 @@ from shapecheck.analysis.facts import (
     ModuleFact,
     ScalarFact,
     Unknown,
-    join,
 )
 from shapecheck.analysis.imports import collect_imports, dotted_name, nested_blocks
 from shapecheck.analysis.interpreter import (
@@ -29,6 +28,7 @@ from shapecheck.analysis.interpreter import (
     Interpreter,
     ModuleContext,
 )
+from shapecheck.analysis.lattice import join
 
 ObservationT = TypeVar("ObservationT")
 

@@ -7,7 +7,7 @@ Every evaluated expression gets one fact. Facts are immutable; an operation make
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from shapecheck.analysis.dims import Dim
 from shapecheck.analysis.layout import Layout
@@ -35,6 +35,14 @@ class Unknown(Fact):
 
 
 UNKNOWN = Unknown()
+
+
+@dataclass(frozen=True)
+class NoneFact(Fact):
+    """``None``: on one branch of an optional tensor (``mask = None``), the absent side."""
+
+
+NONE = NoneFact()
 
 
 @dataclass(frozen=True)
@@ -239,6 +247,10 @@ class TensorFact(Fact):
     too weak to mask, or an additive fill that float16 turns into ``-inf``."""
     unknown_rank: Unknown | None = field(default=None, compare=False)
     """While the rank is unknown: why (for ``--coverage``)."""
+    uncertain: bool = False
+    """Known on some paths only: joined with a value the analysis could not model (see
+    :mod:`~shapecheck.analysis.lattice`). Findings may rest on it; a safe fix, or a finding
+    that code does nothing, may not."""
 
     @property
     def is_scores(self) -> bool:
@@ -256,17 +268,6 @@ class TensorFact(Fact):
             return self.shape[-1] if self.shape else None
         return self.known_last
 
-    def derive(self, **changes: object) -> TensorFact:
-        """A new value computed from this one: same facts unless changed, no axis op, and
-        no longer an ``nn.Linear`` weight as stored."""
-        changes.setdefault("axis_op", None)
-        changes.setdefault("is_linear_weight", False)
-        if "shape" in changes:
-            changes.setdefault("known_last", None)
-            if changes["shape"] is None and self.shape is not None:
-                changes.setdefault("unknown_rank", Unknown("op", _op_name(changes.get("origin"))))
-        return replace(self, **changes)  # type: ignore[arg-type]
-
     def normalise_axis(self, axis: int) -> int | None:
         """``axis`` as a non-negative index, when the rank allows it."""
         if self.shape is None:
@@ -277,61 +278,5 @@ class TensorFact(Fact):
         return None
 
 
-def _op_name(node: object) -> str:
-    """The name of the op a node calls (``view`` for ``x.view(...)``)."""
-    if isinstance(node, ast.Call):
-        func = node.func
-        return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-    return ""
-
-
 def fresh_shape(rank: int) -> tuple[Dim, ...]:
     return tuple(Dim.symbol("?") for _ in range(rank))
-
-
-def join(left: Fact, right: Fact) -> Fact:
-    """What is still known after control flow merges two values: keep what both agree on."""
-    if left is right:
-        return left
-    if isinstance(left, TensorFact) and isinstance(right, TensorFact):
-        # a fill on either path may reach the softmax
-        unread_fills = (
-            *left.unread_fills,
-            *(f for f in right.unread_fills if f not in left.unread_fills),
-        )
-        if left == right:
-            return replace(left, unread_fills=unread_fills)
-        shape = _join_shapes(left.shape, right.shape)
-        return TensorFact(
-            shape=shape,
-            unknown_rank=_joined_unknown_rank(left, right, shape),
-            layout=left.layout if left.layout == right.layout else None,
-            is_parameter=left.is_parameter and right.is_parameter,
-            scaling=left.scaling if left.scaling == right.scaling else None,
-            product=left.product if left.product == right.product else None,
-            dtype=left.dtype if left.dtype == right.dtype else None,
-            unread_fills=unread_fills,
-        )
-    if left == right:
-        return left
-    if isinstance(left, IntFact) and isinstance(right, IntFact):
-        return IntFact(Dim.symbol("?"))
-    return UNKNOWN
-
-
-def _joined_unknown_rank(
-    left: TensorFact, right: TensorFact, shape: tuple[Dim, ...] | None
-) -> Unknown | None:
-    if shape is not None:
-        return None
-    if left.shape is None or right.shape is None:
-        return left.unknown_rank or right.unknown_rank
-    return Unknown("conflict")  # both ranks known, and different
-
-
-def _join_shapes(
-    left: tuple[Dim, ...] | None, right: tuple[Dim, ...] | None
-) -> tuple[Dim, ...] | None:
-    if left is None or right is None or len(left) != len(right):
-        return None
-    return tuple(a if a == b else Dim.symbol("?") for a, b in zip(left, right, strict=True))

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from shapecheck.analysis.annotations import ShapeSpec, contradiction, parse_shape, shape_of
 from shapecheck.analysis.dims import Dim
 from shapecheck.analysis.facts import (
+    NONE,
     OPPOSITE_POLARITY,
     UNKNOWN,
     ClassRef,
@@ -31,10 +32,10 @@ from shapecheck.analysis.facts import (
     TensorFact,
     TupleFact,
     Unknown,
-    join,
     scale_of,
 )
 from shapecheck.analysis.imports import canonical, dotted_name
+from shapecheck.analysis.lattice import Family, flow, join
 from shapecheck.analysis.layout import FREE, Layout
 from shapecheck.analysis.observations import (
     AnnotationMismatch,
@@ -510,6 +511,8 @@ class Interpreter:
                     return IntFact(Dim.constant(value))
                 if type(value) is float:
                     return ScalarFact(value=value, origin=node)
+                if value is None:
+                    return NONE
                 return ScalarFact() if type(value) is complex else UNKNOWN
             case ast.UnaryOp(op=operator, operand=operand):
                 return self._unary(operator, operand, node)
@@ -645,7 +648,7 @@ class Interpreter:
         if isinstance(operator, ast.Invert) and isinstance(fact, TensorFact):
             return negated(fact, node)
         if isinstance(fact, TensorFact):
-            return fact.derive(origin=node, product=None, scaling=fact.scaling)
+            return flow(fact, Family.ELEMENTWISE, origin=node, scaling=fact.scaling)
         if isinstance(fact, ScalarFact) and isinstance(operator, ast.USub):
             value = None if fact.value is None else -fact.value
             scale = (
@@ -684,7 +687,7 @@ class Interpreter:
             power = exponent.coefficient if exponent and exponent.base == Dim.constant(1) else None
             if isinstance(left, TensorFact):
                 scalar = left.scalar.power(power) if left.scalar and power is not None else None
-                return left.derive(origin=node, product=None, scaling=(), scalar=scalar)
+                return flow(left, Family.ELEMENTWISE, origin=node, scalar=scalar)
             if isinstance(left, IntFact | ScalarFact) or isinstance(right, ScalarFact):
                 base = scale_of(left)
                 return ScalarFact(scale=base.power(power) if base and power is not None else None)
@@ -891,7 +894,7 @@ class Interpreter:
         transfer = TENSOR_METHODS.get(name[:-1] if in_place else name)
         if transfer is None:
             if in_place:
-                self._rebind(func.value, tensor.derive(product=None, scaling=None))
+                self._rebind(func.value, flow(tensor, Family.UNMODELLED_IN_PLACE))
             return _unmodelled_call(node)
         anchor = self.context.attribute_name(func)
         op = OpCall(
@@ -1235,7 +1238,7 @@ def _index_tensor(tensor: TensorFact, node: ast.Subscript) -> Fact:
     Basic indexing returns a view: the memory order of the kept axes stays (a slice leaves
     gaps, which only ever make a later ``view`` less possible, never more).
     """
-    unknown = tensor.derive(shape=None, layout=None, origin=node)
+    unknown = flow(tensor, Family.VIEW, shape=None, layout=None, origin=node)
     if tensor.shape is None:
         return unknown
     pieces = _subscript_pieces(node)
@@ -1278,7 +1281,7 @@ def _index_tensor(tensor: TensorFact, node: ast.Subscript) -> Fact:
     layout = None
     if memory is not None and old_order is not None:
         layout = Layout(tuple(order)).renumbered(old_order.reordered_by)
-    return tensor.derive(shape=tuple(shape), layout=layout, origin=node)
+    return flow(tensor, Family.VIEW, shape=tuple(shape), layout=layout, origin=node)
 
 
 def _is_ellipsis(piece: ast.expr) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from shapecheck.analysis.dims import Dim
 from shapecheck.analysis.facts import (
@@ -202,10 +202,17 @@ def functional_names(*names: str) -> list[str]:
     return [f"torch.nn.functional.{name}" for name in names]
 
 
-def new_tensor(shape: tuple[Dim, ...] | None, origin: ast.AST) -> TensorFact:
-    """A freshly allocated, contiguous activation."""
-    rank = None if shape is None else len(shape)
-    return TensorFact(shape=shape, layout=Layout.contiguous(rank), origin=origin)
+def new_tensor(
+    shape: tuple[Dim, ...] | None,
+    origin: ast.AST,
+    *inputs: TensorFact | None,
+    **facts: Any,
+) -> TensorFact:
+    """A freshly allocated tensor (contiguous unless ``facts`` says) computed from ``inputs``
+    (uncertain where one of them is), with ``facts`` about its values."""
+    facts.setdefault("layout", Layout.contiguous(None if shape is None else len(shape)))
+    uncertain = any(tensor.uncertain for tensor in inputs if tensor is not None)
+    return TensorFact(shape=shape, origin=origin, uncertain=uncertain, **facts)
 
 
 DTYPES = {

@@ -16,6 +16,7 @@ from shapecheck.analysis.facts import (
     TensorFact,
     scale_of,
 )
+from shapecheck.analysis.lattice import Family, flow
 from shapecheck.analysis.layout import Layout
 from shapecheck.analysis.observations import (
     TensorFromNumber,
@@ -63,7 +64,9 @@ def same_values(call: OpCall) -> Fact:
     from_number = call.receiver.from_number
     if call.name in ("cuda", "type_as") or (call.name == "to" and _places(call)):
         from_number = None
-    return call.receiver.derive(origin=call.node, dtype=dtype, from_number=from_number)
+    return flow(
+        call.receiver, Family.SAME_VALUES, origin=call.node, dtype=dtype, from_number=from_number
+    )
 
 
 def _places(call: OpCall) -> bool:
@@ -90,12 +93,12 @@ _CAST_METHODS = {
 
 @tensor_op(functions=[*functional_names("dropout"), "torch.dropout"])
 def dropout(call: OpCall) -> Fact:
-    return call.receiver.derive(origin=call.node)
+    return flow(call.receiver, Family.SAME_VALUES, origin=call.node)
 
 
 @module_op("torch.nn.Dropout", "torch.nn.Identity")
 def dropout_module(call: OpCall) -> Fact:
-    return call.receiver.derive(origin=call.node)
+    return flow(call.receiver, Family.SAME_VALUES, origin=call.node)
 
 
 @tensor_op(
@@ -120,25 +123,18 @@ def elementwise(call: OpCall) -> Fact:
         scalar = receiver.scalar.power(0.5)
     elif receiver.scalar is not None and call.name in ("rsqrt", "torch.rsqrt"):
         scalar = receiver.scalar.power(-0.5)
-    return receiver.derive(
-        origin=call.node,
-        product=None,
-        scaling=(),
-        is_parameter=False,
-        scalar=scalar,
-        weights=False,
-        probabilities=False,
-        polarity=None,
-        fill=None,
-    )
+    return flow(receiver, Family.ELEMENTWISE, origin=call.node, scalar=scalar)
 
 
 @tensor_op(functions=functional_names("normalize"))
 def normalize(call: OpCall) -> Fact:
     # unit vectors: their dot products are bounded, which is a scaling of its own
     receiver = call.receiver
-    return receiver.derive(
-        origin=call.node, product=None, scaling=(ScaleEvidence(call.node, None),)
+    return flow(
+        receiver,
+        Family.ELEMENTWISE,
+        origin=call.node,
+        scaling=(ScaleEvidence(call.node, None),),
     )
 
 
@@ -223,10 +219,11 @@ def _tensor_arithmetic(
                 context.observe(WeightsScaled(tensor.origin, node))
             scaling = scaled(tensor, node, factor.power(-1) if factor and inverted else factor)
         fill = number if operator == "*" and isinstance(number, ScalarFact) else None
-        return tensor.derive(
+        return flow(
+            tensor,
+            Family.SCALING,
             origin=node,
             scaling=scaling,
-            probabilities=False,
             fill=fill,
             masked_weights=None if operator == "/" else tensor.masked_weights,
         )
@@ -268,6 +265,7 @@ def _tensor_arithmetic(
         masked_with=main.masked_with,
         unread_fills=unread_fills,
         dtype=_promoted(left_tensor.dtype, right_tensor.dtype),
+        uncertain=left_tensor.uncertain or right_tensor.uncertain,
     )
 
 

@@ -65,7 +65,7 @@ def fused_attention(call: OpCall) -> Fact:
         and len(query.shape) == len(value.shape)
     ):
         shape = (*query.shape[:-1], value.shape[-1])
-    return TensorFact(shape=shape, origin=call.node)
+    return new_tensor(shape, call.node, query, key, value, layout=None)
 
 
 @module_op("torch.nn.MultiheadAttention")
@@ -132,7 +132,10 @@ def _softmax(
     result_dtype = scores.dtype
     if dtype is not None and isinstance(dtype[0], QualifiedName):
         result_dtype = DTYPES.get(dtype[0].name)
-    return new_tensor(scores.shape, call.node).derive(
+    return new_tensor(
+        scores.shape,
+        call.node,
+        scores,
         weights=product is not None,
         probabilities=True,
         dtype=result_dtype,

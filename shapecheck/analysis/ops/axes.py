@@ -9,6 +9,7 @@ from shapecheck.analysis.facts import (
     Fact,
     TensorFact,
 )
+from shapecheck.analysis.lattice import Family, flow
 from shapecheck.analysis.observations import (
     NoOpAxisOp,
 )
@@ -19,18 +20,23 @@ from shapecheck.analysis.ops import (
 )
 
 
-def reorder(call: OpCall, permutation: list[int] | None, name: str) -> TensorFact:
-    """The receiver with its axes in ``permutation`` order (``None``: rank unknown)."""
+def reorder(
+    call: OpCall, permutation: list[int] | None, name: str, swapped: tuple[int, int] | None = None
+) -> TensorFact:
+    """The receiver with its axes in ``permutation`` order (``None``: rank unknown); a swap
+    of two axes is remembered as that swap."""
     receiver = call.receiver
     if permutation is None or receiver.shape is None:
-        return receiver.derive(shape=None, layout=None, origin=call.node)
+        return flow(receiver, Family.AXES, shape=None, layout=None, origin=call.node, axis_op=None)
     layout = receiver.layout.materialise(len(receiver.shape)) if receiver.layout else None
-    axis_op = AxisOp(name, call.node, len(receiver.shape), tuple(permutation))
-    return receiver.derive(
+    axes = swapped if swapped is not None else tuple(permutation)
+    return flow(
+        receiver,
+        Family.AXES,
         shape=tuple(receiver.shape[axis] for axis in permutation),
         layout=layout.permuted(permutation, call.node) if layout else None,
         origin=call.node,
-        axis_op=axis_op,
+        axis_op=AxisOp(name, call.node, len(receiver.shape), axes),
     )
 
 
@@ -43,8 +49,7 @@ def swap(call: OpCall, first: int, second: int, name: str) -> TensorFact:
     permutation = list(range(rank))
     a, b = first % rank, second % rank
     permutation[a], permutation[b] = permutation[b], permutation[a]
-    result = reorder(call, permutation, name)
-    return result.derive(axis_op=AxisOp(name, call.node, rank, (a, b)), shape=result.shape)
+    return reorder(call, permutation, name, swapped=(a, b))
 
 
 @tensor_op(
@@ -54,7 +59,8 @@ def transpose(call: OpCall) -> Fact:
     first, second = call.int_arg(0, "dim0"), call.int_arg(1, "dim1")
     if first is None or second is None or len(call.args) > 2:
         return reorder(call, None, "transpose")  # numpy's transpose(*axes) is a permute
-    rank = call.receiver.rank
+    # transpose(-1, 3) does nothing only at rank 4: a rank known on one branch only is no proof
+    rank = None if call.receiver.uncertain else call.receiver.rank
     same = first == second or (rank is not None and first % rank == second % rank)
     if same and isinstance(call.node, ast.Call):
         call.context.observe(
@@ -66,7 +72,7 @@ def transpose(call: OpCall) -> Fact:
 @tensor_op("t", functions=torch_names("t"))
 def matrix_transpose(call: OpCall) -> Fact:
     if call.receiver.rank is not None and call.receiver.rank < 2:
-        return call.receiver.derive(origin=call.node)
+        return flow(call.receiver, Family.SAME_VALUES, origin=call.node)
     return swap(call, 0, 1, "t")
 
 

@@ -36,9 +36,9 @@ def allocate(call: OpCall) -> Fact:
     dtype = call.get(None, "dtype")
     named = DTYPES.get(dtype[0].name) if dtype and isinstance(dtype[0], QualifiedName) else None
     if sizes is None or any(size is None for size in sizes):
-        return new_tensor(None, call.node).derive(dtype=named)
+        return new_tensor(None, call.node, dtype=named)
     shape = tuple(size for size in sizes if size is not None)
-    return new_tensor(shape, call.node).derive(dtype=named)
+    return new_tensor(shape, call.node, dtype=named)
 
 
 @function_op("torch.tensor")
@@ -46,22 +46,21 @@ def tensor_constant(call: OpCall) -> Fact:
     data = call.get(0, "data")
     if data is None or not isinstance(data[0], IntFact | ScalarFact):
         return new_tensor(None, call.node)
-    constant = new_tensor((), call.node).derive(scalar=scale_of(data[0]))
+    scalar = scale_of(data[0])
     dtype = call.get(None, "dtype")
     # a device, or the dtype of an activation, means the constant is placed on purpose
     on_purpose = call.get(None, "device") is not None or (
         dtype is not None and not isinstance(dtype[0], QualifiedName)
     )
-    if isinstance(call.node, ast.Call) and not on_purpose:
-        return constant.derive(from_number=call.node)
-    return constant
+    built_here = isinstance(call.node, ast.Call) and not on_purpose
+    return new_tensor((), call.node, scalar=scalar, from_number=call.node if built_here else None)
 
 
 @tensor_op(
     functions=torch_names("randn_like", "rand_like", "zeros_like", "ones_like", "empty_like")
 )
 def allocate_like(call: OpCall) -> Fact:
-    return new_tensor(call.receiver.shape, call.node)
+    return new_tensor(call.receiver.shape, call.node, call.receiver)
 
 
 @function_op("torch.nn.Parameter")

@@ -13,6 +13,7 @@ from shapecheck.analysis.facts import (
     ScalarFact,
     TensorFact,
 )
+from shapecheck.analysis.lattice import Family, flow
 from shapecheck.analysis.layout import Layout
 from shapecheck.analysis.observations import (
     FillValue,
@@ -43,7 +44,8 @@ def triangle(call: OpCall) -> Fact:
         polarity = "attend"
     elif call.name.endswith("triu") and diagonal is not None and diagonal >= 1:
         polarity = "block"
-    return call.receiver.derive(origin=call.node, polarity=polarity, product=None)
+    # zeroing a triangle does not mask scores (that needs -inf): no longer a product
+    return flow(call.receiver, Family.MASKING, origin=call.node, polarity=polarity, product=None)
 
 
 @tensor_op("logical_not", functions=torch_names("logical_not"))
@@ -54,7 +56,7 @@ def logical_not(call: OpCall) -> Fact:
 def negated(mask: TensorFact, node: ast.AST) -> TensorFact:
     """``~mask``: True where it was False; the polarity flips."""
     flipped = OPPOSITE_POLARITY.get(mask.polarity or "")
-    return mask.derive(origin=node, polarity=flipped, product=None, dtype="bool")
+    return flow(mask, Family.ELEMENTWISE, origin=node, polarity=flipped, dtype="bool")
 
 
 FLOAT16_MAX = 65504.0
@@ -90,7 +92,9 @@ def masked_fill(call: OpCall) -> Fact:
     if receiver.weights and written not in receiver.masked_with:
         masked = call.node  # the softmax already spent weight on these keys
     masked_with = receiver.masked_with | ({written} if written else set())
-    return receiver.derive(
+    return flow(
+        receiver,
+        Family.MASKING,
         layout=layout,
         origin=call.node,
         masked_weights=masked,
@@ -117,8 +121,13 @@ def where(call: OpCall) -> Fact:
         if argument is not None and isinstance(argument[0], ScalarFact | IntFact):
             unread_fills = with_fill(call.context, tensor, number(argument[0]), argument[1])
         masked = call.node if tensor.weights else tensor.masked_weights
-        return tensor.derive(
-            layout=None, origin=call.node, masked_weights=masked, unread_fills=unread_fills
+        return flow(
+            tensor,
+            Family.MASKING,
+            layout=None,
+            origin=call.node,
+            masked_weights=masked,
+            unread_fills=unread_fills,
         )
     return TensorFact(origin=call.node, scaling=None)
 

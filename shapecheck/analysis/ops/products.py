@@ -12,6 +12,7 @@ from shapecheck.analysis.facts import (
     TensorFact,
     scale_of,
 )
+from shapecheck.analysis.lattice import Family, flow
 from shapecheck.analysis.observations import (
     LinearWeightProduct,
     MaskAfterSoftmax,
@@ -63,7 +64,7 @@ def matrix_product(
         context.observe(LinearWeightProduct(product))
     if left.masked_weights is not None:
         context.observe(MaskAfterSoftmax(left.masked_weights))
-    return new_tensor(shape, node).derive(scaling=scaling, product=product)
+    return new_tensor(shape, node, left, right, scaling=scaling, product=product)
 
 
 @tensor_op("matmul", "bmm", "mm", functions=torch_names("matmul", "bmm", "mm"))
@@ -91,7 +92,14 @@ def baddbmm(call: OpCall) -> Fact:
     alpha = call.get(None, "alpha")
     if alpha is not None:
         scaling = scaled(result, call.node, scale_of(alpha[0]))
-        result = result.derive(scaling=scaling, product=result.product)
+        return flow(
+            result,
+            Family.SCALING,
+            origin=call.node,
+            scaling=scaling,
+            fill=None,
+            masked_weights=result.masked_weights,
+        )
     return result
 
 
@@ -121,9 +129,8 @@ def einsum(call: OpCall) -> Fact:
     scaling = None
     if left.scaling is not None and right.scaling is not None:
         scaling = left.scaling + right.scaling
-    result = new_tensor(shape, call.node).derive(scaling=scaling)
     if len(contracted) != 1:
-        return result
+        return new_tensor(shape, call.node, left, right, scaling=scaling)
     letter = contracted[0]
     key_letters = [key for key in right_letters if key not in left_letters and key in output]
     key_axis, key_size = -1, None
@@ -132,7 +139,11 @@ def einsum(call: OpCall) -> Fact:
         key_size = shape[key_axis]
     if left.masked_weights is not None:
         call.context.observe(MaskAfterSoftmax(left.masked_weights))
-    return result.derive(
+    return new_tensor(
+        shape,
+        call.node,
+        left,
+        right,
         scaling=scaling,
         product=Product(
             call.node,
@@ -181,7 +192,7 @@ def _projected(call: OpCall, out: Dim | None) -> TensorFact:
     shape = call.receiver.shape
     if shape is not None and len(shape) >= 1:
         shape = (*shape[:-1], out if out is not None else Dim.symbol("?"))
-    return new_tensor(shape, call.node).derive(known_last=out)
+    return new_tensor(shape, call.node, call.receiver, known_last=out)
 
 
 @module_op("torch.nn.LayerNorm", "torch.nn.RMSNorm")
@@ -196,7 +207,7 @@ def norm_function(call: OpCall) -> Fact:
 
 def _normalised(call: OpCall) -> TensorFact:
     # a norm's learned gain acts as a temperature on q and k (QK-norm): scaling unknown
-    return new_tensor(call.receiver.shape, call.node).derive(scaling=None)
+    return new_tensor(call.receiver.shape, call.node, call.receiver, scaling=None)
 
 
 @module_op("torch.nn.Embedding")
@@ -204,4 +215,5 @@ def embedding_module(call: OpCall) -> Fact:
     """Token ids ``[...]`` -> vectors ``[..., embedding_dim]``."""
     ids, module = call.receiver.shape, call.module
     width = module.out_features if module and module.out_features else Dim.symbol("?")
-    return new_tensor(None if ids is None else (*ids, width), call.node).derive(known_last=width)
+    shape = None if ids is None else (*ids, width)
+    return new_tensor(shape, call.node, call.receiver, known_last=width)

@@ -17,6 +17,7 @@ from shapecheck.analysis.facts import (
     TupleFact,
     fresh_shape,
 )
+from shapecheck.analysis.lattice import Family, flow
 from shapecheck.analysis.layout import Layout, plan_view, reinterpreted_axis
 from shapecheck.analysis.observations import (
     ExactDivisionAssumed,
@@ -32,6 +33,11 @@ from shapecheck.analysis.ops import (
     tensor_op,
     torch_names,
 )
+
+
+def _unknown_shape(call: OpCall) -> TensorFact:
+    """The receiver, reshaped in a way the analysis cannot tell."""
+    return flow(call.receiver, Family.VIEW, shape=None, layout=None, origin=call.node)
 
 
 def _target_shape(receiver: TensorFact, sizes: list[Dim | None]) -> tuple[Dim, ...]:
@@ -66,7 +72,7 @@ def _view_like(call: OpCall, sizes: list[Dim | None] | None, *, copies: bool) ->
     """``view`` (``copies=False``) or ``reshape`` (copies when a view is impossible)."""
     receiver = call.receiver
     if sizes is None:
-        return receiver.derive(shape=None, layout=None, origin=call.node)
+        return _unknown_shape(call)
     shape = _target_shape(receiver, sizes)
     layout = _view_layout(call, shape, copies=copies)
     if layout is _FAILED_VIEW:
@@ -78,8 +84,8 @@ def _view_like(call: OpCall, sizes: list[Dim | None] | None, *, copies: bool) ->
                 ReinterpretingView(call.node, call.anchor, receiver.shape, shape, moved)
             )
         rely_on_divisions(call.context, call.node, product(receiver.shape), product(shape))
-    result = receiver.derive(shape=shape, layout=layout, origin=call.node)
     old = receiver.shape
+    axis_op = None
     if (
         old is not None
         and len(old) == len(shape) >= 2
@@ -89,8 +95,10 @@ def _view_like(call: OpCall, sizes: list[Dim | None] | None, *, copies: bool) ->
     ):
         # the sizes of the last two axes exchanged without moving any data
         rank = len(shape)
-        return result.derive(axis_op=AxisOp("view", call.node, rank, (rank - 2, rank - 1)))
-    return result
+        axis_op = AxisOp("view", call.node, rank, (rank - 2, rank - 1))
+    return flow(
+        receiver, Family.VIEW, shape=shape, layout=layout, origin=call.node, axis_op=axis_op
+    )
 
 
 _FAILED_VIEW = Layout(None)
@@ -154,7 +162,7 @@ def flatten(call: OpCall) -> Fact:
     start = 0 if start is None and call.get(0, "start_dim") is None else start
     end = -1 if end is None and call.get(1, "end_dim") is None else end
     if receiver.shape is None or start is None or end is None:
-        return receiver.derive(shape=None, layout=None, origin=call.node)
+        return _unknown_shape(call)
     rank = len(receiver.shape)
     first, last = start % rank, end % rank
     merged = product(receiver.shape[first : last + 1])
@@ -169,7 +177,7 @@ def unflatten(call: OpCall) -> Fact:
     split = call.sizes(1, 2)
     position = receiver.normalise_axis(axis) if axis is not None else None
     if receiver.shape is None or position is None or split is None:
-        return receiver.derive(shape=None, layout=None, origin=call.node)
+        return _unknown_shape(call)
     sizes: list[Dim | None] = [*receiver.shape[:position], *split, *receiver.shape[position + 1 :]]
     return _view_like(call, sizes, copies=True)
 
@@ -179,13 +187,15 @@ def repeat(call: OpCall) -> Fact:
     receiver = call.receiver
     counts = call.sizes(0)
     if counts is None or receiver.shape is None or len(counts) < len(receiver.shape):
-        return receiver.derive(shape=None, layout=None, origin=call.node)
+        return _unknown_shape(call)
     padded = (Dim.constant(1),) * (len(counts) - len(receiver.shape)) + receiver.shape
     shape = tuple(
         dim * count if count is not None else Dim.symbol("?")
         for dim, count in zip(padded, counts, strict=True)
     )
-    return receiver.derive(shape=shape, layout=Layout.contiguous(len(shape)), origin=call.node)
+    return flow(
+        receiver, Family.VIEW, shape=shape, layout=Layout.contiguous(len(shape)), origin=call.node
+    )
 
 
 @tensor_op("repeat_interleave", functions=torch_names("repeat_interleave"))
@@ -194,21 +204,30 @@ def repeat_interleave(call: OpCall) -> Fact:
     count = call.get(0, "repeats")
     axis = call.int_arg(1, "dim")
     if receiver.shape is None or count is None or axis is None:
-        return receiver.derive(shape=None, layout=None, origin=call.node)
+        return _unknown_shape(call)
     position = receiver.normalise_axis(axis)
     times = call.context.size(*count)
     if position is None or times is None:
-        return receiver.derive(shape=None, layout=None, origin=call.node)
+        return _unknown_shape(call)
     shape = list(receiver.shape)
     shape[position] = shape[position] * times
-    return receiver.derive(
-        shape=tuple(shape), layout=Layout.contiguous(len(shape)), origin=call.node
+    return flow(
+        receiver,
+        Family.VIEW,
+        shape=tuple(shape),
+        layout=Layout.contiguous(len(shape)),
+        origin=call.node,
     )
 
 
 @tensor_op("contiguous")
 def contiguous(call: OpCall) -> Fact:
-    return call.receiver.derive(layout=Layout.contiguous(call.receiver.rank), origin=call.node)
+    return flow(
+        call.receiver,
+        Family.SAME_VALUES,
+        layout=Layout.contiguous(call.receiver.rank),
+        origin=call.node,
+    )
 
 
 @tensor_op("clone", functions=torch_names("clone"))
@@ -217,10 +236,15 @@ def clone(call: OpCall) -> Fact:
     # only torch.contiguous_format makes it contiguous.
     memory_format = call.get(None, "memory_format")
     if memory_format is None or memory_format[0] == QualifiedName("torch.preserve_format"):
-        return call.receiver.derive(origin=call.node)
+        return flow(call.receiver, Family.SAME_VALUES, origin=call.node)
     if memory_format[0] == QualifiedName("torch.contiguous_format"):
-        return call.receiver.derive(layout=Layout.contiguous(call.receiver.rank), origin=call.node)
-    return call.receiver.derive(layout=None, origin=call.node)
+        return flow(
+            call.receiver,
+            Family.SAME_VALUES,
+            layout=Layout.contiguous(call.receiver.rank),
+            origin=call.node,
+        )
+    return flow(call.receiver, Family.SAME_VALUES, layout=None, origin=call.node)
 
 
 @tensor_op("unsqueeze", functions=torch_names("unsqueeze"))
@@ -228,14 +252,16 @@ def unsqueeze(call: OpCall) -> Fact:
     receiver = call.receiver
     axis = call.int_arg(0, "dim")
     if receiver.shape is None or axis is None:
-        return receiver.derive(shape=None, layout=None, origin=call.node)
+        return _unknown_shape(call)
     rank = len(receiver.shape) + 1
     if not -rank <= axis < rank:
-        return receiver.derive(shape=None, layout=None, origin=call.node)
+        return _unknown_shape(call)
     position = axis % rank
     shape = (*receiver.shape[:position], Dim.constant(1), *receiver.shape[position:])
     layout = receiver.layout.materialise(rank - 1) if receiver.layout else None
-    return receiver.derive(
+    return flow(
+        receiver,
+        Family.VIEW,
         shape=shape,
         layout=layout.with_axis_inserted(position) if layout else None,
         origin=call.node,
@@ -249,15 +275,21 @@ def squeeze(call: OpCall) -> Fact:
     if receiver.shape is not None and call.get(0, "dim") is None:
         if all(dim.value is not None for dim in receiver.shape):  # squeeze(): all size-1 axes
             kept = tuple(dim for dim in receiver.shape if dim.value != 1)
-            return new_tensor(kept, call.node) if kept != receiver.shape else receiver
-        return receiver.derive(shape=None, layout=None, origin=call.node)
+            if kept == receiver.shape:
+                return receiver
+            contiguous = receiver.layout is not None and receiver.layout.is_contiguous
+            layout = Layout.contiguous(len(kept)) if contiguous else None
+            return flow(receiver, Family.VIEW, shape=kept, layout=layout, origin=call.node)
+        return _unknown_shape(call)
     if receiver.shape is None or axis is None:
-        return receiver.derive(shape=None, layout=None, origin=call.node)
+        return _unknown_shape(call)
     position = receiver.normalise_axis(axis)
     if position is None or receiver.shape[position].value != 1:
-        return receiver.derive(shape=None, layout=None, origin=call.node)
+        return _unknown_shape(call)
     layout = receiver.layout.materialise(len(receiver.shape)) if receiver.layout else None
-    return receiver.derive(
+    return flow(
+        receiver,
+        Family.VIEW,
         shape=receiver.shape[:position] + receiver.shape[position + 1 :],
         layout=layout.with_axis_removed(position) if layout else None,
         origin=call.node,
@@ -269,7 +301,7 @@ def expand(call: OpCall) -> Fact:
     receiver = call.receiver
     sizes = call.sizes(0)
     if sizes is None or receiver.shape is None or len(sizes) < len(receiver.shape):
-        return receiver.derive(shape=None, layout=None, origin=call.node)
+        return _unknown_shape(call)
     leading = len(sizes) - len(receiver.shape)
     shape: list[Dim] = []
     broadcast: list[int] = []
@@ -284,9 +316,11 @@ def expand(call: OpCall) -> Fact:
             shape.append(size)
             broadcast.append(index - leading)
         else:
-            return receiver.derive(shape=None, layout=None, origin=call.node)
+            return _unknown_shape(call)
     layout = receiver.layout.materialise(len(receiver.shape)) if receiver.layout else None
-    return receiver.derive(
+    return flow(
+        receiver,
+        Family.VIEW,
         shape=tuple(shape),
         layout=layout.expanded(broadcast, leading, call.node) if layout else None,
         origin=call.node,
@@ -298,16 +332,14 @@ def _pieces(call: OpCall, count: int | None, axis: int | None, piece_size: Dim |
     if count is None:
         return UNKNOWN
     if receiver.shape is None or axis is None:
-        return TupleFact(
-            tuple(receiver.derive(shape=None, layout=None, origin=call.node) for _ in range(count))
-        )
+        return TupleFact(tuple(_unknown_shape(call) for _ in range(count)))
     position = receiver.normalise_axis(axis)
     if position is None:
         return UNKNOWN
     size = piece_size or receiver.shape[position].floordiv(Dim.constant(count))
     shape = (*receiver.shape[:position], size, *receiver.shape[position + 1 :])
     # a piece keeps the memory order of its source (a gap never makes a view legal)
-    piece = receiver.derive(shape=shape, origin=call.node)
+    piece = flow(receiver, Family.VIEW, shape=shape, layout=receiver.layout, origin=call.node)
     return TupleFact(tuple(piece for _ in range(count)))
 
 
@@ -368,7 +400,9 @@ def unbind(call: OpCall) -> Fact:
     if count is None:
         return UNKNOWN
     layout = receiver.layout.materialise(len(receiver.shape)) if receiver.layout else None
-    piece = receiver.derive(
+    piece = flow(
+        receiver,
+        Family.VIEW,
         shape=receiver.shape[:position] + receiver.shape[position + 1 :],
         layout=layout.with_axis_removed(position) if layout else None,
         origin=call.node,
@@ -389,7 +423,8 @@ def concatenate(call: OpCall) -> Fact:
     shapes = [tensor.shape for tensor in tensors if tensor is not None and tensor.shape is not None]
     scalings = {tensor.scaling if tensor is not None else None for tensor in tensors}
     scaling = scalings.pop() if len(scalings) == 1 else None
-    return new_tensor(_concatenated_shape(call, shapes), call.node).derive(scaling=scaling)
+    shape = _concatenated_shape(call, shapes)
+    return new_tensor(shape, call.node, *tensors, scaling=scaling)
 
 
 def _concatenated_shape(call: OpCall, shapes: list[tuple[Dim, ...]]) -> tuple[Dim, ...] | None:

@@ -1,0 +1,253 @@
+"""How each piece of knowledge about a tensor merges where control flow joins, and how it
+passes through each family of operations.
+
+A :class:`~shapecheck.analysis.facts.TensorFact` is a record of independent pieces of
+knowledge (shape, layout, scaling, product, role, mask polarity, dtype, …). Each one states
+here, once:
+
+- its **merge** at an ``if``/``else``, a loop or a ``try``: what is still known when either
+  branch may have run (:data:`MERGES`);
+- its **flow** through each :class:`Family` of operations: kept, computed by the op, a fresh
+  value's default, or lost (:data:`FLOWS`).
+
+Unknowns are not all alike. A value the analysis could not *model* (a cache object's
+``update``, a call into another file) says nothing about what the other branch computed, and
+the likely truth is that both branches make the same kind of tensor: the other branch's facts
+are kept, marked ``uncertain`` (findings may rest on them, since the code is wrong on that
+branch; "this does nothing" findings and safe fixes may not). Branches that *conflict* (a
+tensor on one side, a number on the other) leave a conflict. ``None`` on one side is an
+optional tensor: where the code uses it as a tensor, it is the other side's, for certain.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from enum import Enum
+from typing import Any
+
+from shapecheck.analysis.dims import Dim
+from shapecheck.analysis.facts import (
+    Fact,
+    IntFact,
+    NoneFact,
+    TensorFact,
+    TupleFact,
+    Unknown,
+)
+
+
+class Family(Enum):
+    """Families of operations, by what they do to a tensor's values."""
+
+    AXES = "axes"
+    """The same values with the axes reordered: ``transpose``, ``permute``, ``.T``."""
+    VIEW = "view"
+    """The same values in another shape: ``view``, ``reshape``, ``unsqueeze``, indexing,
+    ``chunk``, ``expand``, ``repeat``."""
+    SAME_VALUES = "same values"
+    """The same values, maybe another dtype or memory: ``.float()``, ``.to()``,
+    ``.contiguous()``, ``clone``, ``detach``, dropout."""
+    ELEMENTWISE = "elementwise"
+    """A function of each value: ``exp``, ``relu``, ``~``, ``-x``, ``x ** p``."""
+    MASKING = "masking"
+    """Values written where a mask says: ``masked_fill``, ``torch.where``, ``tril``."""
+    SCALING = "scaling"
+    """Multiplied, divided, shifted by a number: ``x * 0.125``, ``x / math.sqrt(d)``."""
+    UNMODELLED_IN_PLACE = "unmodelled in-place"
+    """An in-place method the analysis does not model (``x.clamp_()``): the values changed
+    in a way it cannot tell; the shape and layout stay."""
+
+
+class Flow(Enum):
+    KEEP = "kept"
+    COMPUTED = "computed by the op"
+    FRESH = "a new value's default"
+    LOST = "unknown"
+
+
+K, C, F, L = Flow.KEEP, Flow.COMPUTED, Flow.FRESH, Flow.LOST
+_FAMILIES = list(Family)
+
+
+def _flows(*flows: Flow) -> dict[Family, Flow]:
+    """Flows in the order of :class:`Family`."""
+    assert len(flows) == len(_FAMILIES)
+    return dict(zip(_FAMILIES, flows, strict=True))
+
+
+# Each row: AXES, VIEW, SAME_VALUES, ELEMENTWISE, MASKING, SCALING, UNMODELLED_IN_PLACE.
+# COMPUTED: every op of the family must pass the new value. KEEP: kept, unless an op of the
+# family works out more (a cast its dtype, masked_fill the masks it applied).
+FLOWS: dict[str, dict[Family, Flow]] = {
+    "shape": _flows(C, C, K, K, K, K, K),
+    "layout": _flows(C, C, K, K, K, K, K),
+    "origin": _flows(C, C, C, C, C, C, K),
+    "is_parameter": _flows(K, K, K, F, K, K, K),
+    "scaling": _flows(K, K, K, F, K, C, L),
+    "product": _flows(K, K, K, F, K, K, L),
+    "axis_op": _flows(C, F, F, F, F, F, F),
+    "is_linear_weight": _flows(F, F, F, F, F, F, F),
+    "known_last": _flows(F, F, K, K, K, K, K),
+    "scalar": _flows(K, K, K, F, K, K, K),
+    "dtype": _flows(K, K, K, K, K, K, K),
+    "polarity": _flows(K, K, K, F, K, K, K),
+    "weights": _flows(K, K, K, F, K, K, K),
+    "masked_weights": _flows(K, K, K, K, K, C, K),
+    "probabilities": _flows(K, K, K, F, K, F, K),
+    "fill": _flows(K, K, K, F, K, C, K),
+    "masked_with": _flows(K, K, K, K, K, K, K),
+    "from_number": _flows(K, K, K, K, K, K, K),
+    "unread_fills": _flows(K, K, K, K, K, K, K),
+    "unknown_rank": _flows(K, K, K, K, K, K, K),
+    "uncertain": _flows(K, K, K, K, K, K, K),
+}
+"""How each field passes through each family. ``unknown_rank`` is kept, and set by
+:func:`flow` where an op loses the rank; ``uncertain`` always flows on."""
+
+_LOST = {"scaling": None, "product": None}
+"""The unknown value of the fields that can be LOST (their fresh default says "none")."""
+_FRESH = {f.name: f.default for f in dataclasses.fields(TensorFact)}
+
+
+def flow(fact: TensorFact, family: Family, **computed: Any) -> TensorFact:
+    """``fact`` through an op of ``family``: each field as :data:`FLOWS` says, the ones the op
+    works out given in ``computed``. Where the op loses the rank, it says so (for
+    ``--coverage``)."""
+    changes = dict(computed)
+    for name, flows in FLOWS.items():
+        kind = flows[family]
+        if name in changes:
+            continue
+        if kind is Flow.COMPUTED:
+            raise TypeError(f"an op of the family {family.value!r} must compute {name!r}")
+        if kind is Flow.FRESH:
+            changes[name] = _FRESH[name]
+        elif kind is Flow.LOST:
+            changes[name] = _LOST[name]
+    if changes.get("shape", fact.shape) is None and fact.shape is not None:
+        changes.setdefault("unknown_rank", Unknown("op", _op_name(changes.get("origin"))))
+    return dataclasses.replace(fact, **changes)
+
+
+def _op_name(node: object) -> str:
+    """The name of the op a node calls (``view`` for ``x.view(...)``)."""
+    func = getattr(node, "func", None)
+    return str(getattr(func, "attr", None) or getattr(func, "id", ""))
+
+
+# --- joins -----------------------------------------------------------------------------------
+
+
+def _agree(left: Any, right: Any) -> Any:
+    return left if left == right else None
+
+
+def _both(left: bool, right: bool) -> bool:
+    return left and right
+
+
+def _either(left: Any, right: Any) -> Any:
+    return left or right
+
+
+def _union(left: Any, right: Any) -> Any:
+    if isinstance(left, frozenset):
+        return left | right
+    return (*left, *(item for item in right if item not in left))
+
+
+def _shapes(left: tuple[Dim, ...] | None, right: tuple[Dim, ...] | None) -> Any:
+    if left is None or right is None or len(left) != len(right):
+        return None
+    return tuple(a if a == b else Dim.symbol("?") for a, b in zip(left, right, strict=True))
+
+
+Merge = Callable[[Any, Any], Any]
+
+MERGES: dict[str, tuple[Merge, str]] = {
+    "shape": (_shapes, "the rank where both agree on it, each size where both agree"),
+    "layout": (_agree, "where both agree"),
+    "origin": (_either, "the first branch's (provenance for messages)"),
+    "is_parameter": (_both, "a parameter on both branches"),
+    "scaling": (_agree, "where both scaled alike; otherwise unknown"),
+    "product": (_agree, "the same product on both branches"),
+    "axis_op": (_agree, "the same op on both branches"),
+    "is_linear_weight": (_both, "on both branches"),
+    "known_last": (_agree, "where both agree"),
+    "scalar": (_agree, "where both agree"),
+    "dtype": (_agree, "where both agree; the other facts do not depend on it"),
+    "polarity": (_agree, "where both agree"),
+    "weights": (_both, "attention weights on both branches, whatever their dtype"),
+    "masked_weights": (_either, "masked after the softmax on either branch (that one is wrong)"),
+    "probabilities": (_both, "a softmax on both branches"),
+    "fill": (_agree, "the same literal on both branches"),
+    "masked_with": (
+        _union,
+        "every mask either branch applied (a branch that skips one, "
+        "`if mask is not None`, has none to apply)",
+    ),
+    "from_number": (_agree, "the same constructor call"),
+    "unread_fills": (_union, "a fill on either branch may reach the softmax"),
+    "unknown_rank": (_either, "either branch's reason"),
+    "uncertain": (_either, "uncertain on either branch"),
+}
+"""How each field of a tensor fact merges, and why."""
+
+
+def missing_rules(record: type) -> list[str]:
+    """The fields of dataclass ``record`` that lack a merge rule or a flow for some family."""
+    return [
+        field.name
+        for field in dataclasses.fields(record)
+        if field.name not in MERGES
+        or field.name not in FLOWS
+        or set(FLOWS[field.name]) != set(Family)
+    ]
+
+
+def join(left: Fact, right: Fact) -> Fact:
+    """What is still known after control flow merges two values (see the module docstring)."""
+    if left is right:
+        return left
+    if isinstance(left, NoneFact) and isinstance(right, TensorFact):
+        return right  # an optional tensor: where it is used as one, it is this one
+    if isinstance(right, NoneFact) and isinstance(left, TensorFact):
+        return left
+    if isinstance(left, Unknown) or isinstance(right, Unknown):
+        return _with_unknown(left, right)
+    if isinstance(left, TensorFact) and isinstance(right, TensorFact):
+        return _join_tensors(left, right)
+    if left == right:
+        return left
+    if isinstance(left, IntFact) and isinstance(right, IntFact):
+        return IntFact(Dim.symbol("?"))
+    if (
+        isinstance(left, TupleFact)
+        and isinstance(right, TupleFact)
+        and len(left.items) == len(right.items)
+    ):
+        return TupleFact(tuple(map(join, left.items, right.items)))
+    return Unknown("conflict")
+
+
+def _with_unknown(left: Fact, right: Fact) -> Fact:
+    known, unknown = (right, left) if isinstance(left, Unknown) else (left, right)
+    assert isinstance(unknown, Unknown)
+    if isinstance(known, Unknown):
+        return known if known.reason == "conflict" else unknown
+    if unknown.reason != "conflict" and isinstance(known, TensorFact):
+        return dataclasses.replace(known, uncertain=True)
+    return unknown  # a number or module known on one branch only is not kept
+
+
+def _join_tensors(left: TensorFact, right: TensorFact) -> TensorFact:
+    merged = {
+        name: merge(getattr(left, name), getattr(right, name))
+        for name, (merge, _) in MERGES.items()
+    }
+    if merged["shape"] is None and left.shape is not None and right.shape is not None:
+        merged["unknown_rank"] = Unknown("conflict")  # both ranks known, and different
+    elif merged["shape"] is not None:
+        merged["unknown_rank"] = None
+    return TensorFact(**merged)
