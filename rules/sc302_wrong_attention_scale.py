@@ -3,10 +3,10 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from shapecheck.analysis import ModuleAnalysis
+from shapecheck.analysis import ModuleAnalysis, argument
 from shapecheck.analysis.dims import Dim
-from shapecheck.analysis.facts import Scale
-from shapecheck.analysis.observations import AttentionScores, DoubleScaledAttention
+from shapecheck.analysis.facts import Scale, TensorFact
+from shapecheck.analysis.observations import AttentionScores
 from shapecheck.rule import Rule, Violation
 
 
@@ -49,18 +49,29 @@ class WrongAttentionScale(Rule):
     summary = "attention scaled by sqrt(d_model), sqrt(heads), 1/d_k, or twice"
 
     def check(self, analysis: ModuleAnalysis) -> Iterator[Violation]:
-        for double in analysis.observations(DoubleScaledAttention):
-            yield Violation(
-                double.call,
-                "the queries or keys are scaled already, and `F.scaled_dot_product_attention` "
-                "scales by 1/sqrt(d_k) again: pass `scale=1.0`, or drop the manual scaling",
-            )
+        for call in analysis.calls_to("torch.nn.functional.scaled_dot_product_attention"):
+            if _scaled_inputs(analysis, call) and argument(call, None, "scale") is None:
+                yield Violation(
+                    call,
+                    "the queries or keys are scaled already, and "
+                    "`F.scaled_dot_product_attention` scales by 1/sqrt(d_k) again: pass "
+                    "`scale=1.0`, or drop the manual scaling",
+                )
         reported = set()
         for scores in analysis.observations(AttentionScores):
             problem = _problem(scores)
             if problem is not None and problem[0] not in reported:
                 reported.add(problem[0])
                 yield Violation(problem[0], problem[1])
+
+
+def _scaled_inputs(analysis: ModuleAnalysis, call: ast.Call) -> bool:
+    """Were the queries or keys given to ``call`` multiplied by a known number?"""
+    for passed in (argument(call, 0, "query"), argument(call, 1, "key")):
+        fact = analysis.fact(passed) if passed is not None else None
+        if isinstance(fact, TensorFact) and any(e.factor is not None for e in fact.scaling or ()):
+            return True
+    return False
 
 
 def _problem(scores: AttentionScores) -> tuple[ast.AST, str] | None:

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from shapecheck.analysis import ModuleAnalysis
-from shapecheck.analysis.observations import MaskPolarity
+from shapecheck.analysis import ModuleAnalysis, argument
+from shapecheck.analysis.facts import TensorFact
 from shapecheck.rule import Rule, Violation
 
 _MEANING = {"attend": "True = attend", "block": "True = blocked"}
@@ -45,9 +45,24 @@ class SdpaMaskPolarity(Rule):
     summary = "boolean mask of the wrong polarity for SDPA (True = attend) or nn.MultiheadAttention"
 
     def check(self, analysis: ModuleAnalysis) -> Iterator[Violation]:
-        for mask in analysis.observations(MaskPolarity):
-            yield Violation(
-                mask.node,
-                f"this mask is {_MEANING[mask.actual]}, but {mask.api} reads boolean masks as "
-                f"{_MEANING[mask.expected]}: invert it (`~mask`)",
-            )
+        masks = [
+            (mask, "attend", "F.scaled_dot_product_attention")
+            for call in analysis.calls_to("torch.nn.functional.scaled_dot_product_attention")
+            if (mask := argument(call, 3, "attn_mask")) is not None
+        ]
+        masks += [
+            (mask, "block", "nn.MultiheadAttention")
+            for call in analysis.module_calls("torch.nn.MultiheadAttention")
+            for position, keyword in ((3, "key_padding_mask"), (5, "attn_mask"))
+            if (mask := argument(call, position, keyword)) is not None
+        ]
+        for mask, expected, api in masks:
+            fact = analysis.fact(mask)
+            if not isinstance(fact, TensorFact) or fact.dtype != "bool":
+                continue
+            if fact.polarity is not None and fact.polarity != expected:
+                yield Violation(
+                    mask,
+                    f"this mask is {_MEANING[fact.polarity]}, but {api} reads boolean masks as "
+                    f"{_MEANING[expected]}: invert it (`~mask`)",
+                )

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from shapecheck.analysis import ModuleAnalysis
-from shapecheck.analysis.observations import ProbabilitiesIntoLoss
+from shapecheck.analysis import ModuleAnalysis, argument
+from shapecheck.analysis.facts import TensorFact
 from shapecheck.rule import Rule, Violation
 
 
@@ -42,9 +42,16 @@ class SoftmaxBeforeCrossEntropy(Rule):
     summary = "softmax probabilities passed to a cross-entropy loss"
 
     def check(self, analysis: ModuleAnalysis) -> Iterator[Violation]:
-        for passed in analysis.observations(ProbabilitiesIntoLoss):
-            yield Violation(
-                passed.node,
-                "cross-entropy applies log-softmax itself: these are softmax probabilities, "
-                "pass the logits",
-            )
+        functional = analysis.calls_to("torch.nn.functional.cross_entropy")
+        modules = analysis.module_calls("torch.nn.CrossEntropyLoss")
+        for call in [*functional, *modules]:
+            inputs = argument(call, 0, "input")
+            if inputs is None:
+                continue
+            fact = analysis.fact(inputs)
+            if isinstance(fact, TensorFact) and fact.probabilities:
+                yield Violation(
+                    inputs,
+                    "cross-entropy applies log-softmax itself: these are softmax probabilities, "
+                    "pass the logits",
+                )

@@ -18,6 +18,7 @@ from shapecheck.analysis.facts import (
     FunctionNode,
     IntFact,
     ModuleFact,
+    QualifiedName,
     ScalarFact,
     Unknown,
 )
@@ -44,26 +45,67 @@ class ModuleAnalysis:
     imports: dict[str, str] = field(default_factory=dict)
     """Each name an import binds -> what it imports (``F`` -> ``torch.nn.functional``)."""
     _parents: dict[ast.AST, ast.AST] | None = field(default=None, repr=False)
+    _facts: dict[ast.AST, Fact] | None = field(default=None, repr=False)
+    _calls: dict[tuple[type[Fact], str], list[ast.Call]] | None = field(default=None, repr=False)
 
-    def observations(self, kind: type[ObservationT]) -> Iterator[ObservationT]:
-        """Each observation once, though a method inlined at several call sites repeats it."""
+    # --- what rules ask -------------------------------------------------------------------------
+
+    def fact(self, node: ast.AST) -> Fact | None:
+        """What the analysis knows about the value of expression ``node`` (``None``: the
+        analysis never evaluated it)."""
+        if self._facts is None:
+            self._facts = {}
+            for function in reversed(self.functions):  # the first function to evaluate it wins
+                self._facts.update(function.facts)
+        return self._facts.get(node)
+
+    def calls_to(self, *names: str) -> Iterator[ast.Call]:
+        """Every call of a function or class among ``names`` (qualified:
+        ``torch.nn.functional.cross_entropy``, ``torch.nn.Linear``), in source order."""
+        return self._calls_of(QualifiedName, names)
+
+    def module_calls(self, *kinds: str) -> Iterator[ast.Call]:
+        """Every call of an instance of a module class among ``kinds``, in source order:
+        ``self.loss(logits, y)`` where ``self.loss = nn.CrossEntropyLoss()``."""
+        return self._calls_of(ModuleFact, kinds)
+
+    def _calls_of(self, callee: type[Fact], names: Sequence[str]) -> Iterator[ast.Call]:
+        if self._calls is None:
+            self._calls = {}
+            for function in self.functions:
+                for node in function.facts:
+                    if isinstance(node, ast.Call):
+                        key = _callee_key(function.facts.get(node.func))
+                        if key is not None:
+                            self._calls.setdefault(key, []).append(node)
+        calls = [call for name in names for call in self._calls.get((callee, name), ())]
+        return iter(sorted(calls, key=lambda call: (call.lineno, call.col_offset)))
+
+    def observations(
+        self, kind: type[ObservationT], within: FunctionNode | None = None
+    ) -> Iterator[ObservationT]:
+        """The conclusions of the analysis of one kind, each once (a method inlined at several
+        call sites repeats them), optionally only those ``within`` one function."""
         seen: set[object] = set()
         for function in self.functions:
+            if within is not None and function.node is not within:
+                continue
             for observation in function.observations:
                 if isinstance(observation, kind) and observation not in seen:
                     seen.add(observation)
                     yield observation
 
+    def enclosing_function(self, node: ast.AST) -> FunctionNode | None:
+        """The innermost ``def`` holding ``node``."""
+        return next((h for h in self._holders(node) if isinstance(h, FunctionNode)), None)
+
+    def enclosing_class(self, node: ast.AST) -> ast.ClassDef | None:
+        """The innermost ``class`` holding ``node``."""
+        return next((h for h in self._holders(node) if isinstance(h, ast.ClassDef)), None)
+
     def source(self, node: ast.AST) -> str:
         """``node``'s code as written (without parentheses around it)."""
         return ast.get_source_segment(self.text, node) or ""
-
-    def fact(self, node: ast.AST) -> Fact | None:
-        """What the analysis knows about the value of expression ``node``."""
-        for function in self.functions:
-            if node in function.facts:
-                return function.facts[node]
-        return None
 
     def resolves_to(self, node: ast.expr, target: str) -> bool:
         """Does ``node`` (``torch``, ``th.sqrt``) name ``target`` through the imports?"""
@@ -74,6 +116,13 @@ class ModuleAnalysis:
         bound = self.imports.get(head)
         return bound is not None and ".".join(filter(None, (bound, rest))) == target
 
+    def _holders(self, node: ast.AST) -> Iterator[ast.AST]:
+        """The nodes holding ``node``, innermost first."""
+        holder = self.parent(node)
+        while holder is not None:
+            yield holder
+            holder = self.parent(holder)
+
     def parent(self, node: ast.AST) -> ast.AST | None:
         """The node holding ``node`` (computed once per module, when a rule first asks)."""
         if self._parents is None:
@@ -83,6 +132,27 @@ class ModuleAnalysis:
                 for child in ast.iter_child_nodes(holder)
             }
         return self._parents.get(node)
+
+
+def argument(call: ast.Call, position: int | None, keyword: str) -> ast.expr | None:
+    """The expression a call passes for a parameter, by keyword or at ``position`` (``None``:
+    keyword-only); ``None`` when not passed or spliced in with ``*`` or ``**``."""
+    for passed in call.keywords:
+        if passed.arg == keyword:
+            return passed.value
+    if position is None or position >= len(call.args):
+        return None
+    if any(isinstance(given, ast.Starred) for given in call.args[: position + 1]):
+        return None
+    return call.args[position]
+
+
+def _callee_key(callee: Fact | None) -> tuple[type[Fact], str] | None:
+    if isinstance(callee, QualifiedName):
+        return QualifiedName, callee.name
+    if isinstance(callee, ModuleFact):
+        return ModuleFact, callee.kind
+    return None
 
 
 def uses_torch(imports: dict[str, str]) -> bool:

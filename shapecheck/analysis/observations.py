@@ -139,14 +139,6 @@ class SoftmaxAxis:
 
 
 @dataclass(frozen=True)
-class DoubleScaledAttention:
-    """``F.scaled_dot_product_attention`` scaling (by default) q or k scaled already."""
-
-    call: ast.Call
-    scaled_at: ast.AST
-
-
-@dataclass(frozen=True)
 class MaskAfterSoftmax:
     """Attention weights masked after their softmax, then used without renormalising."""
 
@@ -164,16 +156,6 @@ class FillValue:
     masked_fill: ast.Call | None
     """The ``masked_fill`` that writes it (which refuses an overflow); ``None`` when it reaches
     the scores through arithmetic or ``torch.where`` (where an overflow becomes ``-inf``)."""
-
-
-@dataclass(frozen=True)
-class MaskPolarity:
-    """A boolean mask of one polarity given to an API that reads the other."""
-
-    node: ast.AST
-    expected: str
-    actual: str
-    api: str
 
 
 @dataclass(frozen=True)
@@ -195,13 +177,6 @@ class TensorFromNumber:
     call: ast.Call
 
 
-@dataclass(frozen=True)
-class ProbabilitiesIntoLoss:
-    """Softmax probabilities given to a cross-entropy loss (which wants logits)."""
-
-    node: ast.AST
-
-
 Observation = (
     WeightsScaled
     | IncompatibleView
@@ -216,11 +191,8 @@ Observation = (
     | IndivisibleSizes
     | AnnotationMismatch
     | SoftmaxAxis
-    | DoubleScaledAttention
     | MaskAfterSoftmax
     | FillValue
-    | MaskPolarity
     | MaskBroadcast
     | TensorFromNumber
-    | ProbabilitiesIntoLoss
 )

@@ -13,8 +13,6 @@ from shapecheck.analysis.facts import (
 )
 from shapecheck.analysis.observations import (
     AttentionScores,
-    DoubleScaledAttention,
-    ProbabilitiesIntoLoss,
     SoftmaxAxis,
 )
 from shapecheck.analysis.ops import (
@@ -27,7 +25,7 @@ from shapecheck.analysis.ops import (
     tensor_op,
     torch_names,
 )
-from shapecheck.analysis.ops.masks import check_mask_axes, check_polarity, fill_problem
+from shapecheck.analysis.ops.masks import check_mask_axes, fill_problem
 
 
 @tensor_op(functions=functional_names("scaled_dot_product_attention"))
@@ -37,7 +35,6 @@ def fused_attention(call: OpCall) -> Fact:
     query, key, value = call.receiver, call.tensor_arg(0, "key"), call.tensor_arg(1, "value")
     mask = call.get(2, "attn_mask")
     if mask is not None:
-        check_polarity(call.context, mask, "attend", "F.scaled_dot_product_attention")
         mask_tensor = as_tensor(mask[0])
         if (
             mask_tensor is not None
@@ -48,15 +45,6 @@ def fused_attention(call: OpCall) -> Fact:
         ):
             scores = (*query.shape[:-1], key.shape[-2])
             check_mask_axes(call.context, mask_tensor, scores, mask[1])
-    scaled = [
-        evidence
-        for tensor in (query, key)
-        if tensor is not None and tensor.scaling
-        for evidence in tensor.scaling
-        if evidence.factor is not None
-    ]
-    if scaled and call.get(None, "scale") is None and isinstance(call.node, ast.Call):
-        call.context.observe(DoubleScaledAttention(call.node, scaled[0].node))
     shape = None
     if (
         query.shape is not None
@@ -70,11 +58,7 @@ def fused_attention(call: OpCall) -> Fact:
 
 @module_op("torch.nn.MultiheadAttention")
 def multihead_attention_module(call: OpCall) -> Fact:
-    """``nn.MultiheadAttention``'s boolean masks are True where attention is NOT allowed."""
-    for position, keyword in ((3, "key_padding_mask"), (5, "attn_mask")):
-        mask = call.get(position - 1, keyword)
-        if mask is not None:
-            check_polarity(call.context, mask, "block", "nn.MultiheadAttention")
+    """``(output, weights)``; the output's layout depends on the backend."""
     return TupleFact((TensorFact(origin=call.node, scaling=None), UNKNOWN))
 
 
@@ -145,17 +129,9 @@ def _softmax(
 
 @tensor_op(functions=functional_names("cross_entropy"))
 def cross_entropy(call: OpCall) -> Fact:
-    _check_logits(call, call.receiver, call.receiver_node)
     return TensorFact(shape=(), origin=call.node)
 
 
 @module_op("torch.nn.CrossEntropyLoss")
 def cross_entropy_module(call: OpCall) -> Fact:
-    _check_logits(call, call.receiver, call.receiver_node)
     return TensorFact(shape=(), origin=call.node)
-
-
-def _check_logits(call: OpCall, inputs: TensorFact, node: ast.expr | None) -> None:
-    """Cross-entropy applies log-softmax itself: it wants logits, not probabilities."""
-    if inputs.probabilities and node is not None:
-        call.context.observe(ProbabilitiesIntoLoss(node))

@@ -18,11 +18,9 @@ from shapecheck.analysis.layout import Layout
 from shapecheck.analysis.observations import (
     FillValue,
     MaskBroadcast,
-    MaskPolarity,
     TensorFromNumber,
 )
 from shapecheck.analysis.ops import (
-    Argument,
     OpCall,
     OpContext,
     as_tensor,
@@ -212,11 +210,3 @@ def masks_queries(mask: tuple[Dim, ...], scores: tuple[Dim, ...]) -> bool:
         and scores[-1].is_named
         and scores[-1].value != 1
     )
-
-
-def check_polarity(context: OpContext, mask: Argument, expected: str, api: str) -> None:
-    tensor = as_tensor(mask[0])
-    if tensor is None or tensor.dtype != "bool" or tensor.polarity is None:
-        return
-    if tensor.polarity != expected:
-        context.observe(MaskPolarity(mask[1], expected, tensor.polarity, api))
