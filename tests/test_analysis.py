@@ -378,3 +378,47 @@ def test_a_caller_that_knows_nothing_leaves_the_callee_its_own_facts() -> None:
     )
     result = lint_source(source.encode(), "example.py", [rule() for rule in all_rules()])
     assert [(d.line, d.code) for d in result.diagnostics] == [(8, "SC502")]
+
+
+# --- the questions rules ask ------------------------------------------------------------------
+
+QUERIED = textwrap.dedent(
+    """\
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.loss = nn.CrossEntropyLoss()
+
+        def forward(self, logits, targets):
+            probs = logits.softmax(dim=-1)
+            first = F.cross_entropy(input=probs, target=targets)
+            return first + self.loss(probs.log(), targets)
+    """
+)
+
+
+def test_rules_find_calls_by_what_they_call() -> None:
+    from shapecheck.analysis import argument
+
+    analysis = analyse(ast.parse(QUERIED), QUERIED)
+    [functional] = analysis.calls_to("torch.nn.functional.cross_entropy")
+    [module] = analysis.module_calls("torch.nn.CrossEntropyLoss")
+    [constructor] = analysis.calls_to("torch.nn.CrossEntropyLoss")
+    [log] = analysis.method_calls("log")
+    assert (functional.lineno, module.lineno, constructor.lineno, log.lineno) == (14, 15, 9, 15)
+    assert list(analysis.calls_to("torch.nn.functional.softmax")) == []
+    probs = argument(functional, 0, "input")
+    assert isinstance(probs, ast.Name) and probs.id == "probs"
+    assert argument(module, 0, "input") is module.args[0] and argument(module, 2, "x") is None
+    fact = analysis.fact(probs)
+    assert isinstance(fact, TensorFact) and fact.probabilities
+    function = analysis.enclosing_function(log)
+    holder = analysis.enclosing_class(log)
+    assert function is not None and function.name == "forward"
+    assert holder is not None and holder.name == "Head"
+    assert analysis.enclosing_class(analysis.module.body[0]) is None

@@ -20,6 +20,7 @@ from shapecheck.analysis.facts import (
     ModuleFact,
     QualifiedName,
     ScalarFact,
+    TensorFact,
     Unknown,
 )
 from shapecheck.analysis.imports import collect_imports, dotted_name, nested_blocks
@@ -69,13 +70,18 @@ class ModuleAnalysis:
         ``self.loss(logits, y)`` where ``self.loss = nn.CrossEntropyLoss()``."""
         return self._calls_of(ModuleFact, kinds)
 
+    def method_calls(self, *names: str) -> Iterator[ast.Call]:
+        """Every call of a method among ``names`` on a tensor (``probs.log()``), in source
+        order."""
+        return self._calls_of(TensorFact, names)
+
     def _calls_of(self, callee: type[Fact], names: Sequence[str]) -> Iterator[ast.Call]:
         if self._calls is None:
             self._calls = {}
             for function in self.functions:
                 for node in function.facts:
                     if isinstance(node, ast.Call):
-                        key = _callee_key(function.facts.get(node.func))
+                        key = _callee_key(node, function.facts)
                         if key is not None:
                             self._calls.setdefault(key, []).append(node)
         calls = [call for name in names for call in self._calls.get((callee, name), ())]
@@ -147,11 +153,17 @@ def argument(call: ast.Call, position: int | None, keyword: str) -> ast.expr | N
     return call.args[position]
 
 
-def _callee_key(callee: Fact | None) -> tuple[type[Fact], str] | None:
+def _callee_key(call: ast.Call, facts: dict[ast.AST, Fact]) -> tuple[type[Fact], str] | None:
+    """What a call calls: a function or class by its qualified name, a module instance by its
+    class, a tensor's method by its name."""
+    callee = facts.get(call.func)
     if isinstance(callee, QualifiedName):
         return QualifiedName, callee.name
     if isinstance(callee, ModuleFact):
         return ModuleFact, callee.kind
+    func = call.func
+    if isinstance(func, ast.Attribute) and isinstance(facts.get(func.value), TensorFact):
+        return TensorFact, func.attr
     return None
 
 
