@@ -194,7 +194,13 @@ def _operands(function: FunctionFacts, node: ast.AST) -> list[ast.AST]:
                 function.facts.get(func), ModuleFact | QualifiedName | FunctionRef | InstanceFact
             )
             receiver = [func.value] if method and isinstance(func, ast.Attribute) else []
-            return [*receiver, *args, *(keyword.value for keyword in keywords)]
+            passed = [*receiver, *args, *(keyword.value for keyword in keywords)]
+            # torch.cat([a, b]): the tensors in the list
+            return [
+                item
+                for value in passed
+                for item in (value.elts if isinstance(value, ast.List | ast.Tuple) else [value])
+            ]
         case ast.BinOp(left=left, right=right):
             return [left, right]
         case ast.Compare(left=left, comparators=comparators):
@@ -212,7 +218,19 @@ def _op(node: ast.AST) -> str:
     if isinstance(node, ast.Call):
         func = node.func
         return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "call")
-    return type(node).__name__
+    return _SYNTAX.get(type(node), type(node).__name__)
+
+
+_SYNTAX: dict[type[ast.AST], str] = {
+    ast.BinOp: "arithmetic",
+    ast.AugAssign: "arithmetic",
+    ast.UnaryOp: "arithmetic",
+    ast.Subscript: "indexing",
+    ast.Compare: "comparison",
+    ast.IfExp: "conditional expression",
+    ast.Name: "a name",
+    ast.Attribute: "an attribute",
+}
 
 
 def _reason(unknown: Unknown) -> str:

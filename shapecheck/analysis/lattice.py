@@ -21,6 +21,7 @@ optional tensor: where the code uses it as a tensor, it is the other side's, for
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 from collections.abc import Callable
 from enum import Enum
@@ -131,9 +132,11 @@ def flow(fact: TensorFact, family: Family, **computed: Any) -> TensorFact:
 
 
 def _op_name(node: object) -> str:
-    """The name of the op a node calls (``view`` for ``x.view(...)``)."""
+    """The name of the op a node calls (``view`` for ``x.view(...)``); ``indexing``."""
+    if isinstance(node, ast.Subscript):
+        return "indexing"
     func = getattr(node, "func", None)
-    return str(getattr(func, "attr", None) or getattr(func, "id", ""))
+    return str(getattr(func, "attr", None) or getattr(func, "id", None) or "an op")
 
 
 # --- joins -----------------------------------------------------------------------------------

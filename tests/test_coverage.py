@@ -1,0 +1,124 @@
+"""``shapecheck --coverage``: what the analysis knew, per file and in total, and why not more."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+from click.testing import Result
+
+from tests.conftest import UNSCALED
+
+Cli = Callable[..., Result]
+Write = Callable[[str, str | bytes], Path]
+
+KNOWN = textwrap.dedent(
+    """\
+    import math
+    import torch
+
+
+    def attend(x: torch.Tensor, wq: torch.nn.Linear) -> torch.Tensor:
+        b, t, e = x.shape
+        q = x.view(b, t, 2, e // 2).transpose(1, 2)
+        scores = q @ q.transpose(-2, -1) / math.sqrt(e // 2)
+        return scores.softmax(dim=-1) @ q
+
+
+    def not_attention(x):
+        return x.relu()
+    """
+)
+"""Every tensor of the one attention function has a known rank once ``x.shape`` is unpacked."""
+
+CACHED = textwrap.dedent(
+    """\
+    import torch
+
+
+    def attend(q, k, cache):
+        k = cache.update(k)
+        weights = torch.softmax(q @ k.mT, dim=-1)
+        return weights
+    """
+)
+"""A parameter of unknown rank and a cache the analysis cannot follow."""
+
+
+def _json(result: Result) -> dict[str, object]:
+    document = json.loads(result.output)
+    assert isinstance(document, dict)
+    return document
+
+
+def test_a_file_whose_shapes_are_known(cli: Cli, write: Write) -> None:
+    write("model.py", KNOWN)
+    result = cli("--coverage", "--format", "json", "model.py")
+    assert result.exit_code == 0, result.output
+    [report] = _json(result)["files"]  # type: ignore[misc]
+    assert report["attention_functions"] == 1
+    assert report["softmax"] == {"calls": 1, "attention": 1}
+    tensors = report["tensors"]
+    assert tensors["expressions"] > 10
+    assert tensors["rank_known"] == tensors["expressions"] - 1  # `x` before it is unpacked
+    assert report["reasons"] == [{"reason": "parameter of unknown rank", "count": 1}]
+
+
+def test_unknowns_are_counted_with_their_reasons(cli: Cli, write: Write) -> None:
+    write("model.py", CACHED)
+    report = _json(cli("--coverage", "--format", "json", "model.py"))["total"]
+    assert isinstance(report, dict)
+    assert report["softmax"] == {"calls": 1, "attention": 1}
+    assert report["tensors"]["rank_known"] == 0
+    reasons = {item["reason"]: item["count"] for item in report["reasons"]}
+    assert reasons["unmodelled call `cache.update`"] >= 1
+    assert reasons["parameter of unknown rank"] >= 2
+    assert report["unknown_values"] == 1
+
+
+def test_text_for_a_directory_with_a_total_and_reasons(cli: Cli, write: Write) -> None:
+    write("src/known.py", KNOWN)
+    write("src/cached.py", CACHED)
+    write("src/plain.py", "x = 1\n")
+    result = cli("--coverage", "src")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].split() == [
+        "file",
+        "softmax",
+        "attention",
+        "tensors",
+        "rank",
+        "shape",
+        "layout",
+    ]
+    assert [line.split()[0] for line in lines[1:4]] == [
+        "src/cached.py",
+        "src/known.py",
+        "total",
+    ]  # files without attention are counted in the total only
+    assert lines[3].split()[1:3] == ["2/2", "2"]
+    assert "3 files;" in result.output
+    assert "unmodelled call `cache.update`" in result.output
+
+
+def test_stdin(cli: Cli) -> None:
+    result = cli("--coverage", "-", "--stdin-filename", "model.py", stdin=UNSCALED.encode())
+    assert result.exit_code == 0
+    assert result.output.splitlines()[1].startswith("model.py ")
+
+
+def test_a_file_that_cannot_be_parsed_is_named_and_exits_2(cli: Cli, write: Write) -> None:
+    write("broken.py", "def f(:\n")
+    write("model.py", KNOWN)
+    result = cli("--coverage", "broken.py", "model.py")
+    assert result.exit_code == 2
+    assert "broken.py:1:" in result.output and "model.py" in result.output
+
+
+def test_only_text_and_json(cli: Cli, write: Write) -> None:
+    write("model.py", KNOWN)
+    result = cli("--coverage", "--format", "sarif", "model.py")
+    assert result.exit_code == 2 and "--coverage prints text or json" in result.output
