@@ -10,6 +10,7 @@ frequent reasons for what it did not know.
 from __future__ import annotations
 
 import ast
+import textwrap
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -27,6 +28,7 @@ from shapecheck.analysis.facts import (
 from shapecheck.analysis.interpreter import FunctionFacts
 from shapecheck.analysis.observations import AttentionScores
 from shapecheck.diagnostics import Diagnostic
+from shapecheck.report import count
 from shapecheck.source import parse_source
 
 _ATTENTION_CALLS = {
@@ -268,12 +270,17 @@ def render_text(reports: list[Coverage], total: Coverage, top: int) -> str:
             f"{percent(report.shape_known, report.tensors):>6} "
             f"{percent(report.layout_known, report.tensors):>6}"
         )
-    rows.append(
-        f"\n{total.files} files; softmax: recognised as attention / all calls; tensors: "
-        "tensor-valued expressions in functions that compute attention, and the share whose "
-        f"rank, whole shape and layout are known; {total.unknown_values} call results there "
+    tensors = total.tensors
+    summary = (
+        f"{count(total.files, 'file')}: {total.attention_softmax} of "
+        f"{count(total.softmax_calls, 'softmax call')} recognised as attention, in "
+        f"{count(total.attention_functions, 'function')} computing attention; of "
+        f"{count(tensors, 'tensor')} there, the rank of {percent(total.rank_known, tensors)} "
+        f"is known, the whole shape of {percent(total.shape_known, tensors)}, the layout of "
+        f"{percent(total.layout_known, tensors)}; {count(total.unknown_values, 'call')} "
         "not understood at all"
     )
+    rows.append("\n" + textwrap.fill(summary, width=100))
     if total.reasons:
         rows.append("\nwhy ranks and values were unknown:")
         rows += [f"{count:>7}  {reason}" for reason, count in total.top_reasons(top)]

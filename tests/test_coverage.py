@@ -100,7 +100,7 @@ def test_text_for_a_directory_with_a_total_and_reasons(cli: Cli, write: Write) -
         "total",
     ]  # files without attention are counted in the total only
     assert lines[3].split()[1:3] == ["2/2", "2"]
-    assert "3 files;" in result.output
+    assert "3 files: 2 of 2 softmax calls recognised as attention" in result.output
     assert "unmodelled call `cache.update`" in result.output
 
 

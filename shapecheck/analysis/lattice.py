@@ -8,7 +8,11 @@ here, once:
 - its **merge** at an ``if``/``else``, a loop or a ``try``: what is still known when either
   branch may have run (:data:`MERGES`);
 - its **flow** through each :class:`Family` of operations: kept, computed by the op, a fresh
-  value's default, or lost (:data:`FLOWS`).
+  value's default, or lost (:data:`FLOWS`). Ops that make new values from others (products,
+  softmax, norms, linear layers, constructors, ``cat``) build them with
+  :func:`~shapecheck.analysis.ops.new_tensor`: every fact at its fresh default except what the
+  op computes, uncertain where an input is. Reductions (``sum``, ``mean``) are not modelled:
+  their result is unknown.
 
 Unknowns are not all alike. A value the analysis could not *model* (a cache object's
 ``update``, a call into another file) says nothing about what the other branch computed, and
