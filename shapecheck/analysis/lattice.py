@@ -113,23 +113,28 @@ FLOWS: dict[str, dict[Family, Flow]] = {
 _LOST = {"scaling": None, "product": None}
 """The unknown value of the fields that can be LOST (their fresh default says "none")."""
 _FRESH = {f.name: f.default for f in dataclasses.fields(TensorFact)}
+_COMPUTED = {
+    family: frozenset(name for name, flows in FLOWS.items() if flows[family] is Flow.COMPUTED)
+    for family in Family
+}
+_RESETS = {
+    family: {
+        name: _FRESH[name] if flows[family] is Flow.FRESH else _LOST[name]
+        for name, flows in FLOWS.items()
+        if flows[family] in (Flow.FRESH, Flow.LOST)
+    }
+    for family in Family
+}
 
 
 def flow(fact: TensorFact, family: Family, **computed: Any) -> TensorFact:
     """``fact`` through an op of ``family``: each field as :data:`FLOWS` says, the ones the op
     works out given in ``computed``. Where the op loses the rank, it says so (for
     ``--coverage``)."""
-    changes = dict(computed)
-    for name, flows in FLOWS.items():
-        kind = flows[family]
-        if name in changes:
-            continue
-        if kind is Flow.COMPUTED:
-            raise TypeError(f"an op of the family {family.value!r} must compute {name!r}")
-        if kind is Flow.FRESH:
-            changes[name] = _FRESH[name]
-        elif kind is Flow.LOST:
-            changes[name] = _LOST[name]
+    missing = _COMPUTED[family].difference(computed)
+    if missing:
+        raise TypeError(f"an op of the family {family.value!r} must compute {min(missing)!r}")
+    changes = {**_RESETS[family], **computed}
     if changes.get("shape", fact.shape) is None and fact.shape is not None:
         changes.setdefault("unknown_rank", Unknown("op", _op_name(changes.get("origin"))))
     return dataclasses.replace(fact, **changes)
