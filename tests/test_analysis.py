@@ -422,3 +422,21 @@ def test_rules_find_calls_by_what_they_call() -> None:
     assert function is not None and function.name == "forward"
     assert holder is not None and holder.name == "Head"
     assert analysis.enclosing_class(analysis.module.body[0]) is None
+
+
+def test_a_rank_known_on_one_branch_proves_no_transpose_useless() -> None:
+    """`transpose(-1, 3)` swaps nothing only at rank 4: after a branch the analysis could not
+    follow, the rank is known on one path only, and a safe fix deleting it could break the
+    other."""
+    source = """\
+        import torch
+
+
+        def f(x, cache):
+            y = x.view(2, 3, 4, 5)
+            {branch}
+            return y.transpose(-1, 3)
+        """
+    assert findings(source.format(branch="pass")) == [(7, "SC202")]
+    followed = "if cache is not None:\n                y = cache.lookup(y)"
+    assert findings(source.format(branch=followed)) == []

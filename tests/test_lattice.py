@@ -13,7 +13,7 @@ import pytest
 from shapecheck.analysis import analyse
 from shapecheck.analysis.dims import Dim
 from shapecheck.analysis.facts import NONE, UNKNOWN, IntFact, TensorFact, TupleFact, Unknown
-from shapecheck.analysis.lattice import FLOWS, Family, flow, join, missing_rules
+from shapecheck.analysis.lattice import FLOWS, MERGES, Family, flow, join, missing_rules
 from shapecheck.analysis.layout import Layout
 
 B, L, D = (Dim.symbol(name) for name in "BLD")
@@ -30,6 +30,15 @@ def test_a_field_without_rules_is_named() -> None:
     class Extended(TensorFact):
         provenance: str = ""
 
+    assert missing_rules(Extended) == ["provenance"]
+
+
+def test_a_field_with_a_merge_rule_and_no_flow_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Extended(TensorFact):
+        provenance: str = ""
+
+    monkeypatch.setitem(MERGES, "provenance", MERGES["dtype"])
     assert missing_rules(Extended) == ["provenance"]
 
 

@@ -28,6 +28,8 @@ FIXTURES = "shapecheck/confirm/fixtures.py"
 HELPERS = "tests/test_confirm_helpers.py"
 REPORT = "tests/test_confirm.py"
 SPEED = "tests/test_speed_paths.py"
+LATTICE = "shapecheck/analysis/lattice.py"
+LATTICE_TESTS = "tests/test_lattice.py"
 
 
 @dataclass(frozen=True)
@@ -205,6 +207,60 @@ MUTANTS = [
             "tests/test_reference.py::"
             "test_a_signature_that_passed_is_trusted_and_a_new_one_is_checked",
         ),
+    ),
+    Mutant(
+        "join-forgets-weights-of-another-dtype",
+        LATTICE,
+        '    "weights": (_both, ',
+        '    "weights": (lambda left, right: False, ',
+        (f"{LATTICE_TESTS}::test_weights_of_either_dtype_stay_weights",),
+    ),
+    Mutant(
+        "join-forgets-a-mask-after-the-softmax",
+        LATTICE,
+        '    "masked_weights": (_either, ',
+        '    "masked_weights": (_agree, ',
+        (f"{LATTICE_TESTS}::test_masking_after_the_softmax_on_one_branch_is_kept",),
+    ),
+    Mutant(
+        "unmodelled-branch-erases-the-other",
+        LATTICE,
+        "        return dataclasses.replace(known, uncertain=True)\n",
+        "        return unknown\n",
+        (
+            f"{LATTICE_TESTS}::test_an_unmodelled_branch_keeps_the_other_branchs_tensor_as_uncertain",
+        ),
+    ),
+    Mutant(
+        "unmodelled-branch-is-certain",
+        LATTICE,
+        "        return dataclasses.replace(known, uncertain=True)\n",
+        "        return known\n",
+        (
+            f"{LATTICE_TESTS}::test_an_unmodelled_branch_keeps_the_other_branchs_tensor_as_uncertain",
+            "tests/test_analysis.py::test_a_rank_known_on_one_branch_proves_no_transpose_useless",
+        ),
+    ),
+    Mutant(
+        "no-op-transpose-trusts-an-uncertain-rank",
+        "shapecheck/analysis/ops/axes.py",
+        "    rank = None if call.receiver.uncertain else call.receiver.rank\n",
+        "    rank = call.receiver.rank\n",
+        ("tests/test_analysis.py::test_a_rank_known_on_one_branch_proves_no_transpose_useless",),
+    ),
+    Mutant(
+        "flow-accepts-a-forgotten-computed-field",
+        LATTICE,
+        "    if missing:\n",
+        "    if False:\n",
+        (f"{LATTICE_TESTS}::test_an_op_that_skips_a_computed_field_is_refused",),
+    ),
+    Mutant(
+        "merge-rule-check-ignores-flows",
+        LATTICE,
+        "        or field.name not in FLOWS\n",
+        "        or False\n",
+        (f"{LATTICE_TESTS}::test_a_field_with_a_merge_rule_and_no_flow_is_named",),
     ),
     Mutant(
         "hook-installs-without-libcst",
