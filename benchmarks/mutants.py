@@ -284,8 +284,9 @@ def fill_overflow(source: Source) -> Iterator[Edit]:
 
 
 def split_heads_without_transpose(source: Source) -> Iterator[Edit]:
-    """``x.view(B, L, H, D).transpose(1, 2)`` -> ``x.view(B, H, L, D)``: the heads are cut
-    out of the wrong memory (each 'head' mixes tokens)."""
+    """``x.view(B, L, H, D).transpose(1, 2)`` -> ``x.view(B, H, L, D)``, where neither ``L``
+    nor ``H`` is written as 1: the heads are cut out of the wrong memory (each 'head' mixes
+    tokens)."""
     for node in ast.walk(source.module):
         transpose = _method(node, "transpose")
         if transpose is None or _ints(transpose) not in HEAD_SWAPS:
@@ -295,10 +296,16 @@ def split_heads_without_transpose(source: Source) -> Iterator[Edit]:
             continue
         if any(isinstance(argument, ast.Starred) for argument in view.args):
             continue
+        if any(_is_one(argument) for argument in view.args[1:3]):
+            continue  # a size-1 axis sits anywhere in memory: the swap changes nothing
         b, length, heads, depth = (source.code(argument) for argument in view.args)
         name = view.func.attr  # type: ignore[attr-defined]
         rewritten = f".{name}({b}, {heads}, {length}, {depth})"
         yield Edit(source.dot(view), source.end(transpose), rewritten)
+
+
+def _is_one(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value == 1
 
 
 def merge_heads_without_transpose(source: Source) -> Iterator[Edit]:
