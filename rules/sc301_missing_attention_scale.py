@@ -74,6 +74,8 @@ class MissingAttentionScale(Rule):
                 continue
             if scores.scores.scaling != () or product.node in reported:
                 continue
+            if analysis.co_attention(product):
+                continue  # an alignment both ways, unscaled by design
             reported.add(product.node)
             yield Violation(
                 product.node,

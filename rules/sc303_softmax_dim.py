@@ -58,6 +58,8 @@ class SoftmaxDim(Rule):
 
     def check(self, analysis: ModuleAnalysis) -> Iterator[Violation]:
         for softmax in analysis.observations(SoftmaxAxis):
+            if analysis.co_attention(softmax.product):
+                continue  # an alignment both ways: the softmax over the queries is meant
             how = (
                 f"without `dim`, so PyTorch picks axis {softmax.axis}"
                 if softmax.implicit

@@ -18,6 +18,7 @@ from shapecheck.analysis.facts import (
     FunctionNode,
     IntFact,
     ModuleFact,
+    Product,
     QualifiedName,
     ScalarFact,
     TensorFact,
@@ -48,6 +49,8 @@ class ModuleAnalysis:
     _parents: dict[ast.AST, ast.AST] | None = field(default=None, repr=False)
     _facts: dict[ast.AST, Fact] | None = field(default=None, repr=False)
     _calls: dict[tuple[type[Fact], str], list[ast.Call]] | None = field(default=None, repr=False)
+    _averaged: dict[ast.AST, set[str]] | None = field(default=None, repr=False)
+    """Per function: how the values that attention weights average are written."""
 
     # --- what rules ask -------------------------------------------------------------------------
 
@@ -101,6 +104,25 @@ class ModuleAnalysis:
                     seen.add(observation)
                     yield observation
 
+    def co_attention(self, product: Product) -> bool:
+        """Is ``product`` a similarity that aligns two sequences both ways (ESIM's soft
+        alignment, co-attention)? Attention weights in the same function average its queries,
+        and others its keys, and the two differ: not dot-product attention, whose queries are
+        never the values."""
+        queries, keys = _written(self, product.left_node), _written(self, product.right_node)
+        if queries == keys:
+            return False  # x @ x.T: self-attention without projections
+        if self._averaged is None:
+            self._averaged = {}
+            for function in self.functions:
+                averaged = self._averaged.setdefault(function.node, set())
+                for node, fact in function.facts.items():
+                    used = fact.product if isinstance(fact, TensorFact) else None
+                    if used is not None and used.node is node and used.left.weights:
+                        averaged.add(_written(self, used.right_node))
+        holder = self.enclosing_function(product.node) or self.module
+        return {queries, keys} <= self._averaged.get(holder, set())
+
     def enclosing_function(self, node: ast.AST) -> FunctionNode | None:
         """The innermost ``def`` holding ``node``."""
         return next((h for h in self._holders(node) if isinstance(h, FunctionNode)), None)
@@ -151,6 +173,22 @@ def argument(call: ast.Call, position: int | None, keyword: str) -> ast.expr | N
     if any(isinstance(given, ast.Starred) for given in call.args[: position + 1]):
         return None
     return call.args[position]
+
+
+def _written(analysis: ModuleAnalysis, node: ast.expr) -> str:
+    """How a product's operand is written, with a transpose of it taken away
+    (``k.transpose(1, 2)`` and ``k.mT`` are ``k``)."""
+    while True:
+        if isinstance(node, ast.Attribute) and node.attr in ("T", "mT"):
+            node = node.value
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("transpose", "permute", "swapaxes", "contiguous")
+        ):
+            node = node.func.value
+        else:
+            return analysis.source(node)
 
 
 def _callee_key(call: ast.Call, facts: dict[ast.AST, Fact]) -> tuple[type[Fact], str] | None:

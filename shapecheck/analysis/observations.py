@@ -136,6 +136,7 @@ class SoftmaxAxis:
     dim: ast.expr | None
     """Where the call writes its ``dim`` (``None``: not written, or set in ``nn.Softmax``)."""
     through_module: bool  # an ``nn.Softmax`` call: the dim lives in ``__init__``
+    product: Product
 
 
 @dataclass(frozen=True)

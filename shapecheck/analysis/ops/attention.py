@@ -109,7 +109,14 @@ def _softmax(
             if axis is not None and keys is not None and same_keys and axis % rank != keys:
                 call.context.observe(
                     SoftmaxAxis(
-                        call.node, axis % rank, keys, rank, implicit, written, through_module
+                        call.node,
+                        axis % rank,
+                        keys,
+                        rank,
+                        implicit,
+                        written,
+                        through_module,
+                        product,
                     )
                 )
     dtype = call.get(None, "dtype")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 
 from shapecheck.analysis.dims import Dim, provably_different
 from shapecheck.analysis.facts import (
@@ -131,6 +132,9 @@ def einsum(call: OpCall) -> Fact:
         scaling = left.scaling + right.scaling
     if len(contracted) != 1:
         return new_tensor(shape, call.node, left, right, scaling=scaling)
+    mixed = _mixed_scores((left, left_letters), (right, right_letters), output, contracted[0])
+    if mixed is not None:  # talking heads: still the same scores, over the same keys
+        return new_tensor(shape, call.node, left, right, scaling=scaling, product=mixed)
     letter = contracted[0]
     key_letters = [key for key in right_letters if key not in left_letters and key in output]
     key_axis, key_size = -1, None
@@ -157,6 +161,23 @@ def einsum(call: OpCall) -> Fact:
             key_size,
         ),
     )
+
+
+def _mixed_scores(
+    left: tuple[TensorFact, str], right: tuple[TensorFact, str], output: str, contracted: str
+) -> Product | None:
+    """Attention scores whose heads a learned matrix mixes (``'b h i j, h g -> b g i j'``):
+    the product is still q·kᵀ, and its key axis is where the output puts the keys' letter."""
+    for (scores, letters), (other, _) in ((left, right), (right, left)):
+        product = scores.product
+        if not scores.is_scores or product is None or other.product is not None:
+            continue
+        if not -len(letters) <= product.key_axis < 0:
+            continue
+        keys = letters[product.key_axis]
+        if keys != contracted and keys in output:
+            return replace(product, key_axis=output.index(keys) - len(output))
+    return None
 
 
 def _string_value(node: ast.expr) -> str | None:
