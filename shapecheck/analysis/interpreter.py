@@ -883,6 +883,9 @@ class Interpreter:
         name = func.attr
         if isinstance(receiver, ModuleFact) and name in _MODULE_RETURNS_ITSELF:
             return receiver  # self.proj = nn.Linear(a, b).to(device)
+        if name == "register_buffer" and _is_self(func.value):
+            self._register_buffer(node, args, kwargs)
+            return NONE
         tensor = as_tensor(receiver)
         if tensor is None:
             return _unmodelled_call(node)
@@ -904,6 +907,23 @@ class Interpreter:
         if in_place:
             self._rebind(func.value, result)
         return result
+
+    def _register_buffer(
+        self, node: ast.Call, args: list[Argument], kwargs: dict[str, Argument]
+    ) -> None:
+        """``self.register_buffer("mask", torch.tril(...))`` stores ``self.mask``."""
+        named = kwargs.get("name") or (args[0] if args else None)
+        stored = kwargs.get("tensor") or (args[1] if len(args) > 1 else None)
+        if named is None or stored is None:
+            return
+        written, fact = named[1], stored[0]
+        if isinstance(fact, TensorFact):
+            fact = replace(fact, from_number=None)  # built once, moved with the module
+        if isinstance(written, ast.Constant) and isinstance(written.value, str):
+            key = f"self.{written.value}"
+            self._forget_name(key)
+            self.env[key] = fact
+            self.paths.add(key)
 
     def _learn_width(self, argument: ast.expr, tensor: TensorFact, module: ModuleFact) -> None:
         """After ``self.proj(x)`` with ``proj = nn.Linear(E, ...)``, ``x`` is ``E`` wide."""
@@ -1005,6 +1025,10 @@ class Interpreter:
 
 
 # --- helpers --------------------------------------------------------------------------------
+
+
+def _is_self(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name) and node.id == "self"
 
 
 def _unmodelled_call(node: ast.Call) -> Unknown:
