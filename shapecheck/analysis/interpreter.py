@@ -482,11 +482,9 @@ class Interpreter:
             return ScalarFact(value=_float_literal(default), origin=default)
         if kind is not None or param.star:
             return UNKNOWN
-        return TensorFact(
-            layout=Layout.contiguous(None),
-            scaling=PARAMETER_SCALING,
-            unknown_rank=Unknown("parameter", param.name),
-        )
+        if annotation_node is not None:
+            return _annotated(annotation_node, param.name)
+        return _tensor_parameter(param.name)
 
     # --- expressions --------------------------------------------------------------------------
 
@@ -1025,6 +1023,39 @@ class Interpreter:
 
 
 # --- helpers --------------------------------------------------------------------------------
+
+
+def _tensor_parameter(name: str) -> TensorFact:
+    """A tensor handed in: nothing known about it, nothing applied to it yet."""
+    return TensorFact(
+        layout=Layout.contiguous(None),
+        scaling=PARAMETER_SCALING,
+        unknown_rank=Unknown("parameter", name),
+    )
+
+
+def _annotated(annotation: ast.expr, name: str) -> Fact:
+    """A parameter by its annotation: ``torch.Tensor`` (optional or not) is a tensor,
+    ``tuple[torch.Tensor, torch.Tensor]`` a pair of them, anything else (``Cache``,
+    ``list[...]``, ``Callable``) not a tensor."""
+    match annotation:
+        case ast.BinOp(op=ast.BitOr(), left=left, right=right):
+            if _is_none(right):
+                return _annotated(left, name)
+            return _annotated(right, name) if _is_none(left) else UNKNOWN
+        case ast.Subscript(value=generic, slice=inner):
+            kind = dotted_name(generic) or ""
+            if kind.rsplit(".", 1)[-1] == "Optional":
+                return _annotated(inner, name)
+            items = inner.elts if isinstance(inner, ast.Tuple) else [inner]
+            fixed = not any(_is_ellipsis(item) for item in items)
+            if kind.rsplit(".", 1)[-1] in ("tuple", "Tuple") and fixed:
+                return TupleFact(tuple(_annotated(item, name) for item in items))
+            return UNKNOWN
+        case ast.Constant(value=str(text)):
+            return _tensor_parameter(name) if "Tensor" in text else UNKNOWN
+    written = dotted_name(annotation) or ""
+    return _tensor_parameter(name) if written.endswith("Tensor") else UNKNOWN
 
 
 def _is_self(node: ast.expr) -> bool:
