@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from shapecheck.analysis import ModuleAnalysis
 from shapecheck.analysis.observations import IncompatibleView
 from shapecheck.fixes import Fix
-from shapecheck.rule import Rule, Violation
+from shapecheck.rule import Rule, Violation, assuming
 
 if TYPE_CHECKING:
     from shapecheck.concrete import ConcreteTree
@@ -67,7 +67,7 @@ class ViewWithoutContiguous(Rule):
                 view.anchor,
                 f"`.view()` merges axes {axes}, which {reordered} left non-adjacent in memory: "
                 "PyTorch raises 'view size is not compatible'; "
-                "use `.contiguous().view(...)` or `.reshape(...)`",
+                "use `.contiguous().view(...)` or `.reshape(...)`" + assuming(view.receiver.guess),
                 fix=partial(_contiguous_first, view.call),
             )
 

@@ -11,7 +11,7 @@ from shapecheck.analysis.facts import TensorFact
 from shapecheck.analysis.layout import faithful_order, plan_view
 from shapecheck.analysis.observations import AttentionScores, ReinterpretingView
 from shapecheck.fixes import Fix, FixRecipe, inverse, reorder
-from shapecheck.rule import Rule, Violation
+from shapecheck.rule import Rule, Violation, assuming
 
 if TYPE_CHECKING:
     from shapecheck.concrete import ConcreteTree
@@ -71,7 +71,8 @@ class HeadSplitWithoutTranspose(Rule):
                 f"reshapes {format_shape(view.old_shape)} into {format_shape(view.new_shape)} "
                 f"without a transpose: axis {moved.dim} is re-read from memory laid out "
                 f"differently, so heads mix positions and features silently; view with the "
-                "heads after the sequence axis, then `.transpose(...)` them forward",
+                "heads after the sequence axis, then `.transpose(...)` them forward"
+                + assuming(view.guess),
                 fix=_split_then_reorder(analysis, view),
             )
 

@@ -11,7 +11,7 @@ from shapecheck.analysis.facts import TensorFact
 from shapecheck.analysis.layout import faithful_order
 from shapecheck.analysis.observations import ReinterpretingView
 from shapecheck.fixes import Fix, FixRecipe, reorder
-from shapecheck.rule import Rule, Violation
+from shapecheck.rule import Rule, Violation, assuming
 
 if TYPE_CHECKING:
     from shapecheck.concrete import ConcreteTree
@@ -68,7 +68,7 @@ class HeadMergeWithoutTranspose(Rule):
                 f"merges {format_shape(view.old_shape)} into {format_shape(view.new_shape)} "
                 f"without a transpose: axis {view.moved.dim} is re-read across the heads, so "
                 "positions and heads mix silently; `.transpose(...)` the heads next to the "
-                "features first",
+                "features first" + assuming(view.guess),
                 fix=_reorder_then_merge(analysis, view),
             )
 

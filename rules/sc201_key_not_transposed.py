@@ -9,7 +9,7 @@ from shapecheck.analysis import ModuleAnalysis
 from shapecheck.analysis.facts import Product, TensorFact
 from shapecheck.analysis.observations import AttentionScores
 from shapecheck.fixes import Fix, FixRecipe
-from shapecheck.rule import Rule, Violation
+from shapecheck.rule import Rule, Violation, assuming
 
 if TYPE_CHECKING:
     from shapecheck.concrete import ConcreteTree
@@ -72,7 +72,10 @@ class KeyNotTransposed(Rule):
                 continue
             problem = _problem(product)
             if problem is not None:
-                yield Violation(product.right_node, problem, fix=_fix(analysis, product))
+                guess = scores.scores.guess or product.left.guess or product.right.guess
+                yield Violation(
+                    product.right_node, problem + assuming(guess), fix=_fix(analysis, product)
+                )
 
 
 def _fix(analysis: ModuleAnalysis, product: Product) -> FixRecipe | None:

@@ -59,6 +59,8 @@ class WrongAttentionScale(Rule):
                 )
         reported = set()
         for scores in analysis.observations(AttentionScores):
+            if analysis.co_attention(scores.product):
+                continue  # an alignment both ways is not dot-product attention
             problem = _problem(scores)
             if problem is not None and problem[0] not in reported:
                 reported.add(problem[0])

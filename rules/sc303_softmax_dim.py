@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from shapecheck.analysis import ModuleAnalysis
 from shapecheck.analysis.observations import SoftmaxAxis
 from shapecheck.fixes import Fix, FixRecipe
-from shapecheck.rule import Rule, Violation
+from shapecheck.rule import Rule, Violation, assuming
 
 if TYPE_CHECKING:
     from shapecheck.concrete import ConcreteTree
@@ -68,7 +68,8 @@ class SoftmaxDim(Rule):
             yield Violation(
                 softmax.softmax,
                 f"softmax of the {softmax.rank}-D attention scores runs {how}, but the keys "
-                f"are axis {softmax.keys}: pass `dim={softmax.keys - softmax.rank}`",
+                f"are axis {softmax.keys}: pass `dim={softmax.keys - softmax.rank}`"
+                + assuming(softmax.guess),
                 fix=_over_keys(softmax),
             )
 

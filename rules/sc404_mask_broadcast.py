@@ -5,7 +5,7 @@ from collections.abc import Iterator
 from shapecheck.analysis import ModuleAnalysis
 from shapecheck.analysis.dims import format_shape
 from shapecheck.analysis.observations import MaskBroadcast
-from shapecheck.rule import Rule, Violation
+from shapecheck.rule import Rule, Violation, assuming
 
 
 class MaskBroadcastRule(Rule):
@@ -58,5 +58,6 @@ class MaskBroadcastRule(Rule):
                 problem = f"lines up its {dim} axis with a different axis of the scores"
             yield Violation(
                 mask.node,
-                f"{shapes} {problem}; a key mask must end with the keys' axis (`[B, 1, 1, Lk]`)",
+                f"{shapes} {problem}; a key mask must end with the keys' axis (`[B, 1, 1, Lk]`)"
+                + assuming(mask.guess),
             )

@@ -41,6 +41,12 @@ class Violation:
     fix: FixRecipe | None = None
 
 
+def assuming(guess: str | None) -> str:
+    """What a message adds when the facts it rests on rest on a guess (see
+    ``TensorFact.guess``)."""
+    return f" (assuming {guess})" if guess else ""
+
+
 class Rule:
     """Base class of all rules; see the module docstring."""
 

@@ -315,24 +315,45 @@ def test_the_engine_without_shapes_knows_no_shapes() -> None:
     )
 
 
-def test_a_spliced_shape_of_unknown_length_says_nothing_about_rank() -> None:
-    source = textwrap.dedent(
-        """\
+def _facts_of(source: str, name: str) -> TensorFact:
+    text = textwrap.dedent(source)
+    [function] = [f for f in analyse(ast.parse(text), text).functions if f.name == "split"]
+    [fact] = [fact for _, bound, fact in function.bindings if bound == name][-1:]
+    assert isinstance(fact, TensorFact)
+    return fact
+
+
+def test_a_head_split_after_a_spliced_prefix_learns_the_rank_on_a_guess() -> None:
+    """``view(*h.shape[:-1], -1, d).transpose(1, 2)`` (every Hugging Face attention): the
+    heads move in front of the sequence, so ``h`` is taken to be [batch, seq, features]."""
+    source = """\
         import torch
 
         def split(self, hidden_states):
             input_shape = hidden_states.shape[:-1]
             q = self.q_proj(hidden_states).view((*input_shape, -1, 4)).transpose(1, 2)
-            return q
+            merged = q.transpose(1, 2).reshape(*input_shape, -1)
         """
-    )
-    [_, function] = analyse(ast.parse(source), source).functions
-    views = [
-        fact
-        for node, fact in function.facts.items()
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+    q = _facts_of(source, "q")
+    assert q.shape is not None and len(q.shape) == 4 and str(q.shape[3]) == "4"
+    assert [str(dim) for dim in (q.shape[0], q.shape[2])] == [
+        "hidden_states.shape[0]",
+        "hidden_states.shape[1]",
     ]
-    assert all(not isinstance(fact, TensorFact) or fact.shape is None for fact in views)
+    assert q.guess == "`hidden_states` has 3 axes, as splitting heads after two of them implies"
+    merged = _facts_of(source, "merged")
+    assert merged.shape is not None and len(merged.shape) == 3
+
+
+def test_a_spliced_prefix_without_a_head_split_says_nothing_about_rank() -> None:
+    """LLaMA's rotary embedding reshapes ``*x.shape[:-1]`` of a 4-D tensor: no guess there."""
+    source = """\
+        import torch
+
+        def split(self, xq):
+            pairs = xq.float().reshape(*xq.shape[:-1], -1, 2)
+        """
+    assert _facts_of(source, "pairs").shape is None
 
 
 @pytest.mark.parametrize(

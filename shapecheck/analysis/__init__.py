@@ -32,6 +32,7 @@ from shapecheck.analysis.interpreter import (
     ModuleContext,
 )
 from shapecheck.analysis.lattice import join
+from shapecheck.analysis.observations import AttentionScores
 
 ObservationT = TypeVar("ObservationT")
 
@@ -105,10 +106,17 @@ class ModuleAnalysis:
                     yield observation
 
     def co_attention(self, product: Product) -> bool:
-        """Is ``product`` a similarity that aligns two sequences both ways (ESIM's soft
-        alignment, co-attention)? Attention weights in the same function average its queries,
-        and others its keys, and the two differ: not dot-product attention, whose queries are
-        never the values."""
+        """Is ``product`` a similarity that aligns two sequences both ways: softmaxed over
+        two of its axes (LoFTR's dual softmax), or with attention weights that average its
+        queries and others its keys (ESIM's soft alignment)? Not dot-product attention, which
+        normalises over the keys and never averages the queries."""
+        axes = {
+            scores.axis
+            for scores in self.observations(AttentionScores)
+            if scores.product.node is product.node and scores.axis is not None
+        }
+        if len(axes) > 1:
+            return True
         queries, keys = _written(self, product.left_node), _written(self, product.right_node)
         if queries == keys:
             return False  # x @ x.T: self-attention without projections

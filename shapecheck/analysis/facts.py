@@ -127,6 +127,33 @@ class SizeFact(Fact):
 
 
 @dataclass(frozen=True)
+class ShapePrefix(Fact):
+    """``x.shape[:-k]`` of a tensor whose rank is not known (yet): its sizes but the last
+    ``dropped``, however many there are. Read again once the rank is learned."""
+
+    owner: str
+    """The name the tensor is bound to (``hidden_states``)."""
+    dropped: int
+
+
+@dataclass(frozen=True)
+class PrefixedSizes(Fact):
+    """``(*x.shape[:-1], -1, head_dim)``: sizes after a :class:`ShapePrefix`."""
+
+    prefix: ShapePrefix
+    tail: tuple[Fact, ...]
+
+
+@dataclass(frozen=True)
+class PrefixedShape:
+    """A shape known as a prefix of another tensor's shape and then ``tail``: the shape of
+    ``x.view(*h.shape[:-1], -1, head_dim)`` while ``h``'s rank is unknown."""
+
+    prefix: ShapePrefix
+    tail: tuple[Dim, ...]
+
+
+@dataclass(frozen=True)
 class TupleFact(Fact):
     """A tuple of values whose length is known: ``qkv.chunk(3, dim=-1)``."""
 
@@ -157,6 +184,9 @@ class FunctionRef(Fact):
     node: FunctionNode
     closure: tuple[tuple[str, Fact], ...] = ()
     class_name: str | None = None
+    uncertain: bool = False
+    """One of several functions the code may call here (a lookup's default, the eager
+    attention beside fused kernels): what a call returns is then uncertain."""
 
 
 @dataclass(frozen=True)
@@ -251,6 +281,12 @@ class TensorFact(Fact):
     """Known on some paths only: joined with a value the analysis could not model (see
     :mod:`~shapecheck.analysis.lattice`). Findings may rest on it; a safe fix, or a finding
     that code does nothing, may not."""
+    guess: str | None = None
+    """An assumption the shape rests on (``hidden_states is [batch, seq, features]``), made
+    where the code says no more (see ``learn_rank``); findings that depend on it say so, and
+    neither a safe fix nor a finding that code does nothing may rest on it."""
+    prefixed: PrefixedShape | None = None
+    """While the rank is unknown: the shape as another tensor's leading sizes and a tail."""
 
     @property
     def is_scores(self) -> bool:

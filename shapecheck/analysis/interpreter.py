@@ -24,10 +24,12 @@ from shapecheck.analysis.facts import (
     InstanceFact,
     IntFact,
     ModuleFact,
+    PrefixedSizes,
     QualifiedName,
     RepeatedFact,
     ScalarFact,
     ScaleEvidence,
+    ShapePrefix,
     SizeFact,
     TensorFact,
     TupleFact,
@@ -566,16 +568,21 @@ class Interpreter:
         """``(a, b)``, and ``(*shape, -1, d)`` when ``shape``'s length is known."""
         items: list[Fact] = []
         known = True
-        for element in elements:
+        prefix = None
+        for position, element in enumerate(elements):
             if not isinstance(element, ast.Starred):
                 items.append(self.eval(element))
                 continue
-            fact = self.eval(element.value)
+            fact = self.spliced(self.eval(element.value))
             if isinstance(fact, SizeFact | TupleFact):
                 items.extend(_as_items(fact))
+            elif isinstance(fact, ShapePrefix) and position == 0:
+                prefix = fact  # (*x.shape[:-1], -1, d) while x's rank is unknown
             else:
                 known = False  # spliced in, length unknown
-        return TupleFact(tuple(items)) if known else UNKNOWN
+        if not known:
+            return UNKNOWN
+        return PrefixedSizes(prefix, tuple(items)) if prefix else TupleFact(tuple(items))
 
     def _name(self, name: str) -> Fact:
         if name in self.env:
@@ -586,7 +593,7 @@ class Interpreter:
             return FunctionRef(self.context.functions[name])
         if name in self.context.classes:
             return ClassRef(name)
-        if name in ("float", "int", "len"):
+        if name in ("float", "int", "len", "getattr"):
             return QualifiedName(f"builtins.{name}")
         return Unknown("name", name)
 
@@ -761,6 +768,9 @@ class Interpreter:
 
     def _subscript(self, node: ast.Subscript) -> Fact:
         base = self.eval(node.value)
+        prefix = self._shape_prefix(node)
+        if prefix is not None:
+            return prefix
         for piece in _subscript_pieces(node):
             if not isinstance(piece, ast.Slice):
                 self.eval(piece)
@@ -792,6 +802,48 @@ class Interpreter:
         if isinstance(base, TensorFact):
             return _index_tensor(base, node)
         return UNKNOWN
+
+    def _shape_prefix(self, node: ast.Subscript) -> ShapePrefix | None:
+        """``x.shape[:-k]`` (or ``x.size()[:-k]``) of a tensor whose rank is unknown."""
+        dropped = _dropped_tail(node)
+        owner = _shape_receiver(node.value)
+        key = dotted_name(owner) if owner is not None and dropped else None
+        tensor = self.env.get(key) if key is not None else None
+        if key is None or dropped is None or not isinstance(tensor, TensorFact):
+            return None
+        return ShapePrefix(key, dropped) if tensor.shape is None else None
+
+    def spliced(self, fact: Fact) -> Fact:
+        """What ``*value`` splices in: a shape prefix read again now, if its rank is known."""
+        if isinstance(fact, ShapePrefix):
+            return self.resolved(fact) or fact
+        if isinstance(fact, PrefixedSizes):
+            sizes = self.resolved(fact.prefix)
+            return TupleFact((*_as_items(sizes), *fact.tail)) if sizes else fact
+        return fact
+
+    def resolved(self, prefix: ShapePrefix) -> SizeFact | None:
+        """The sizes a :class:`ShapePrefix` stands for, once its tensor's rank is known."""
+        tensor = self.env.get(prefix.owner)
+        shape = tensor.shape if isinstance(tensor, TensorFact) else None
+        if shape is None or len(shape) < prefix.dropped:
+            return None
+        return SizeFact(shape[: len(shape) - prefix.dropped])
+
+    def learn_rank(self, key: str, rank: int, guess: str | None) -> TensorFact | None:
+        """The tensor bound to ``key``, whose rank the code's use of it reveals: bound again
+        with ``rank`` named sizes (``hidden_states.shape[0]``, ...) and the guess it rests
+        on."""
+        tensor = self.env.get(key)
+        if not isinstance(tensor, TensorFact) or tensor.shape is not None:
+            return None
+        shape = tuple(self.symbol(f"{key}.shape[{index}]") for index in range(rank))
+        layout = tensor.layout.materialise(rank) if tensor.layout is not None else None
+        learned = replace(
+            tensor, shape=shape, layout=layout, unknown_rank=None, guess=guess or tensor.guess
+        )
+        self.env[key] = learned
+        return learned
 
     # --- calls ------------------------------------------------------------------------------
 
@@ -859,11 +911,14 @@ class Interpreter:
         args: list[Argument] = []
         kwargs: dict[str, Argument] = {}
         for argument in node.args:
-            if isinstance(argument, ast.Starred):
-                self.eval(argument.value)
-                args.append((UNKNOWN, argument))
-            else:
-                args.append((self.eval(argument), argument))
+            if not isinstance(argument, ast.Starred):
+                args.append((self.spliced(self.eval(argument)), argument))
+                continue
+            fact = self.spliced(self.eval(argument.value))
+            if isinstance(fact, SizeFact | TupleFact):
+                args.extend((item, argument) for item in _as_items(fact))
+            else:  # a prefix of unknown length, or anything else spliced in
+                args.append((fact if isinstance(fact, ShapePrefix) else UNKNOWN, argument))
         for keyword in node.keywords:
             fact = self.eval(keyword.value)
             if keyword.arg is not None:  # ``**options`` maps to no parameter we can name
@@ -884,6 +939,9 @@ class Interpreter:
         if name == "register_buffer" and _is_self(func.value):
             self._register_buffer(node, args, kwargs)
             return NONE
+        default = _default_function(name, args)
+        if default is not None:
+            return default
         tensor = as_tensor(receiver)
         if tensor is None:
             return _unmodelled_call(node)
@@ -997,7 +1055,20 @@ class Interpreter:
             return number if isinstance(number, ScalarFact) else ScalarFact(scale=scale_of(number))
         if name.startswith(_SCALAR_FUNCTIONS):
             return ScalarFact()
-        return Unknown("call", name)
+        if name == "builtins.getattr" and len(args) == 3:
+            return self._configured_size(args) or Unknown("call", name)
+        return _default_function(name, args) or Unknown("call", name)
+
+    def _configured_size(self, args: list[Argument]) -> IntFact | None:
+        """``getattr(config, "head_dim", hidden // heads)``: a size of its own, named after
+        the attribute; whether it is the default the code cannot tell."""
+        owner, default = dotted_name(args[0][1]), args[2][0]
+        written = args[1][1]
+        if owner is None or not isinstance(default, IntFact):
+            return None
+        if not (isinstance(written, ast.Constant) and isinstance(written.value, str)):
+            return None
+        return IntFact(self.symbol(f"{owner}.{written.value}"))
 
     def _inline(
         self,
@@ -1019,7 +1090,8 @@ class Interpreter:
             self.context, class_model=model or self.class_model, record=False, depth=self.depth + 1
         )
         callee.inherit(dict(function.closure))
-        return callee.run_function(function.node, arguments)
+        returned = callee.run_function(function.node, arguments)
+        return _uncertain(returned) if function.uncertain else returned
 
 
 # --- helpers --------------------------------------------------------------------------------
@@ -1056,6 +1128,28 @@ def _annotated(annotation: ast.expr, name: str) -> Fact:
             return _tensor_parameter(name) if "Tensor" in text else UNKNOWN
     written = dotted_name(annotation) or ""
     return _tensor_parameter(name) if written.endswith("Tensor") else UNKNOWN
+
+
+_LOOKUPS = ("get", "get_interface")
+
+
+def _default_function(name: str, args: list[Argument]) -> FunctionRef | None:
+    """A lookup whose default is a function of this module:
+    ``ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)``. The
+    default (the eager path) is what the analysis can follow; the others are kernels."""
+    if name.rsplit(".", 1)[-1] not in _LOOKUPS or len(args) < 2:
+        return None
+    default = args[-1][0]
+    return replace(default, uncertain=True) if isinstance(default, FunctionRef) else None
+
+
+def _uncertain(fact: Fact) -> Fact:
+    """``fact`` as known on some paths only (tensors, and the tensors in a tuple)."""
+    if isinstance(fact, TensorFact):
+        return replace(fact, uncertain=True)
+    if isinstance(fact, TupleFact):
+        return TupleFact(tuple(_uncertain(item) for item in fact.items))
+    return fact
 
 
 def _is_self(node: ast.expr) -> bool:
@@ -1149,15 +1243,23 @@ def _bind_arguments(
     args: list[Argument],
     kwargs: dict[str, Argument],
 ) -> dict[str, Fact] | None:
-    """Parameter name -> argument fact at one call; ``None`` when the call cannot be mapped."""
-    params = _callee_parameters(function)
-    if any(param.star for param in params) or len(args) > len(params):
-        return None
+    """Parameter name -> argument fact at one call; ``None`` when the call cannot be mapped.
+    What ``*args`` and ``**kwargs`` collect is left out (they stay unknown there)."""
     if any(isinstance(node, ast.Starred) for _, node in args):
         return None
-    arguments = {param.name: fact for param, (fact, _) in zip(params, args, strict=False)}
+    signature = function.node.args
+    listed = {*signature.posonlyargs, *signature.args}
+    params = _callee_parameters(function)
+    positional = [param for param in params if param.node in listed]
+    if len(args) > len(positional) and signature.vararg is None:
+        return None
+    arguments = {param.name: fact for param, (fact, _) in zip(positional, args, strict=False)}
+    named = {param.name for param in params if not param.star}
     for keyword, (fact, _) in kwargs.items():
-        arguments[keyword] = fact
+        if keyword in named:
+            arguments[keyword] = fact
+        elif signature.kwarg is None:
+            return None  # no such parameter: Python raises
     return arguments
 
 
@@ -1240,6 +1342,17 @@ def _shape_receiver(value: ast.expr) -> ast.expr | None:
     ):
         return value.func.value
     return None
+
+
+def _dropped_tail(node: ast.Subscript) -> int | None:
+    """``k`` for a subscript ``[:-k]`` (``[0:-k]``), the leading sizes of a shape."""
+    window = node.slice
+    if not isinstance(window, ast.Slice) or window.step is not None:
+        return None
+    if window.lower is not None and _literal_int(window.lower) != 0:
+        return None
+    upper = _literal_int(window.upper) if window.upper is not None else None
+    return -upper if upper is not None and upper < 0 else None
 
 
 def _subscript_pieces(node: ast.Subscript) -> list[ast.expr]:

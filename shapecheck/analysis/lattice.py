@@ -34,6 +34,7 @@ from typing import Any
 from shapecheck.analysis.dims import Dim
 from shapecheck.analysis.facts import (
     Fact,
+    FunctionRef,
     IntFact,
     NoneFact,
     TensorFact,
@@ -106,6 +107,8 @@ FLOWS: dict[str, dict[Family, Flow]] = {
     "unread_fills": _flows(K, K, K, K, K, K, K),
     "unknown_rank": _flows(K, K, K, K, K, K, K),
     "uncertain": _flows(K, K, K, K, K, K, K),
+    "guess": _flows(K, K, K, K, K, K, K),
+    "prefixed": _flows(F, F, K, K, K, K, K),
 }
 """How each field passes through each family. ``unknown_rank`` is kept, and set by
 :func:`flow` where an op loses the rank; ``uncertain`` always flows on."""
@@ -203,6 +206,8 @@ MERGES: dict[str, tuple[Merge, str]] = {
     "unread_fills": (_union, "a fill on either branch may reach the softmax"),
     "unknown_rank": (_either, "either branch's reason"),
     "uncertain": (_either, "uncertain on either branch"),
+    "guess": (_either, "a guess on either branch"),
+    "prefixed": (_agree, "the same prefix and tail on both branches"),
 }
 """How each field of a tensor fact merges, and why."""
 
@@ -248,8 +253,8 @@ def _with_unknown(left: Fact, right: Fact) -> Fact:
     assert isinstance(unknown, Unknown)
     if isinstance(known, Unknown):
         return known if known.reason == "conflict" else unknown
-    if unknown.reason != "conflict" and isinstance(known, TensorFact):
-        return dataclasses.replace(known, uncertain=True)
+    if unknown.reason != "conflict" and isinstance(known, TensorFact | FunctionRef):
+        return dataclasses.replace(known, uncertain=True)  # the eager attention beside kernels
     return unknown  # a number or module known on one branch only is not kept
 
 

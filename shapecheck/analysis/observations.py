@@ -33,6 +33,8 @@ class ReinterpretingView:
     old_shape: tuple[Dim, ...]
     new_shape: tuple[Dim, ...]
     moved: Reinterpretation
+    guess: str | None = None
+    """What the old shape rests on, if a guess."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,8 @@ class AttentionScores:
     softmax: ast.AST
     scores: TensorFact
     product: Product
+    axis: int | None = None
+    """The axis of the scores the softmax normalises (``None``: unknown)."""
 
 
 @dataclass(frozen=True)
@@ -137,6 +141,8 @@ class SoftmaxAxis:
     """Where the call writes its ``dim`` (``None``: not written, or set in ``nn.Softmax``)."""
     through_module: bool  # an ``nn.Softmax`` call: the dim lives in ``__init__``
     product: Product
+    guess: str | None = None
+    """What the scores' shape rests on, if a guess."""
 
 
 @dataclass(frozen=True)
@@ -168,6 +174,8 @@ class MaskBroadcast:
     scores_shape: tuple[Dim, ...]
     axis: int
     masks_queries: bool  # [B, 1, L, 1]: blocks padded queries instead of padded keys
+    guess: str | None = None
+    """What the shapes rest on, if a guess."""
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,9 @@ from shapecheck.analysis.facts import (
     Fact,
     IntFact,
     ModuleFact,
+    PrefixedSizes,
     ScalarFact,
+    ShapePrefix,
     SizeFact,
     TensorFact,
     TupleFact,
@@ -41,6 +43,11 @@ class OpContext(Protocol):
 
     def size(self, fact: Fact, node: ast.expr) -> Dim | None:
         """``fact`` used as a tensor size (names become stable symbols)."""
+        ...
+
+    def learn_rank(self, key: str, rank: int, guess: str | None) -> TensorFact | None:
+        """The tensor bound to ``key``, found by how the code uses it to have ``rank`` axes
+        (``guess``: on what assumption); ``None`` if its rank was known or it is no tensor."""
         ...
 
 
@@ -96,7 +103,10 @@ class OpCall:
         A ``-1`` (or a size the analysis cannot name) is ``None``.
         """
         arguments = self.args[start:stop]
-        if not arguments or any(_is_starred(node) for _, node in arguments):
+        # sizes spliced from a known shape arrive one by one; anything else has unknown length
+        if not arguments or any(
+            _is_starred(node) and not isinstance(fact, IntFact) for fact, node in arguments
+        ):
             return None
         first_fact, first_node = arguments[0]
         if len(arguments) == 1 and isinstance(first_fact, TupleFact | SizeFact):
@@ -111,6 +121,20 @@ class OpCall:
         if len(arguments) == 1 and not isinstance(first_fact, IntFact):
             return None  # a lone unknown argument may be a whole shape
         return [self._size(fact, node) for fact, node in arguments]
+
+    def prefixed(self, start: int) -> tuple[ShapePrefix, list[Dim | None]] | None:
+        """Sizes written after another tensor's leading sizes of unknown number:
+        ``view(*x.shape[:-1], -1, d)`` or ``view(hidden_shape)``."""
+        arguments = self.args[start:]
+        if len(arguments) == 1 and isinstance(arguments[0][0], PrefixedSizes):
+            spliced = arguments[0][0]
+            return spliced.prefix, [self._size(item, None) for item in spliced.tail]
+        if arguments and isinstance(arguments[0][0], ShapePrefix):
+            tail = arguments[1:]
+            if any(_is_starred(node) for _, node in tail):
+                return None
+            return arguments[0][0], [self._size(fact, node) for fact, node in tail]
+        return None
 
     def _size(self, fact: Fact, node: ast.expr | None) -> Dim | None:
         if isinstance(fact, IntFact):
@@ -209,10 +233,13 @@ def new_tensor(
     **facts: Any,
 ) -> TensorFact:
     """A freshly allocated tensor (contiguous unless ``facts`` says) computed from ``inputs``
-    (uncertain where one of them is), with ``facts`` about its values."""
+    (uncertain, or resting on a guess, where one of them is), with ``facts`` about its
+    values."""
     facts.setdefault("layout", Layout.contiguous(None if shape is None else len(shape)))
-    uncertain = any(tensor.uncertain for tensor in inputs if tensor is not None)
-    return TensorFact(shape=shape, origin=origin, uncertain=uncertain, **facts)
+    given = [tensor for tensor in inputs if tensor is not None]
+    uncertain = any(tensor.uncertain for tensor in given)
+    guess = next((tensor.guess for tensor in given if tensor.guess), None)
+    return TensorFact(shape=shape, origin=origin, uncertain=uncertain, guess=guess, **facts)
 
 
 DTYPES = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from shapecheck.analysis.dims import Dim
 from shapecheck.analysis.facts import (
@@ -16,6 +17,7 @@ from shapecheck.analysis.facts import (
     TensorFact,
     scale_of,
 )
+from shapecheck.analysis.imports import dotted_name
 from shapecheck.analysis.lattice import Family, flow
 from shapecheck.analysis.layout import Layout
 from shapecheck.analysis.observations import (
@@ -231,6 +233,19 @@ def _tensor_arithmetic(
         if constant.from_number is not None and partner.from_number is None:
             context.observe(TensorFromNumber(constant.from_number))
     shape = broadcast_shapes(left_tensor.shape, right_tensor.shape)
+    guess = left_tensor.guess or right_tensor.guess
+    if shape is None and (left_tensor.shape is None) != (right_tensor.shape is None):
+        # scores + attention_mask, q * cos: an operand of unknown shape broadcasts onto an
+        # activation (rank 2 or more), as in all the code this is written for; its size-1 axes
+        # may grow; said where a finding rests on it
+        known, unknown = (
+            (left_tensor, _operand(node, right=True))
+            if left_tensor.shape is not None
+            else (right_tensor, _operand(node, right=False))
+        )
+        if known.shape is not None and len(known.shape) >= 2:
+            shape = tuple(Dim.symbol("?") if dim.value == 1 else dim for dim in known.shape)
+            guess = guess or f"`{_written(unknown)}` broadcasts onto the other operand"
     both_contiguous = (
         left_tensor.layout is not None
         and right_tensor.layout is not None
@@ -243,13 +258,15 @@ def _tensor_arithmetic(
     if main.product is None and other.product is not None:
         main, other = other, main
     scaling = main.scaling
-    if (operator == "/" and main is left_tensor) or (operator == "*" and _may_be_scale(other)):
+    factor_node = _operand(node, right=other is right_tensor)
+    multiplies = operator == "*" and _may_be_scale(other) and not _rotates(factor_node)
+    if (operator == "/" and main is left_tensor) or multiplies:
         factor = other.scalar.power(-1) if operator == "/" and other.scalar else other.scalar
         scaling = scaled(main, node, factor)
     unread_fills = main.unread_fills
     if operator in "+-" and main.product is not None:
         # scores + mask: an additive mask must broadcast along the scores' axes
-        check_mask(context, main, other, _operand_node(node, other is right_tensor))
+        check_mask(context, main, other, factor_node)
         if other.fill is not None and other.fill.value is not None:
             added = -other.fill.value if operator == "-" else other.fill.value
             unread_fills = with_fill(context, main, added, other.fill.origin or node)
@@ -266,6 +283,7 @@ def _tensor_arithmetic(
         unread_fills=unread_fills,
         dtype=_promoted(left_tensor.dtype, right_tensor.dtype),
         uncertain=left_tensor.uncertain or right_tensor.uncertain,
+        guess=guess,
     )
 
 
@@ -290,6 +308,16 @@ def _masked_product(
     return main.masked_weights
 
 
+_ROTATION = re.compile(r"(^|_)(cos|sin|freqs?)(_|$)|rotary|rope", re.IGNORECASE)
+
+
+def _rotates(factor: ast.AST) -> bool:
+    """``q * cos`` (+ ``rotate_half(q) * sin``): rotary position embeddings turn the vectors
+    and keep their length, which scales nothing."""
+    name = dotted_name(factor) if isinstance(factor, ast.expr) else None
+    return name is not None and _ROTATION.search(name.rsplit(".", 1)[-1]) is not None
+
+
 def _may_be_scale(fact: TensorFact) -> bool:
     """A factor that may be a scale (a parameter, a 0-d or unknown tensor), not a mask."""
     return fact.is_parameter or fact.rank is None or fact.rank == 0
@@ -301,10 +329,15 @@ def scaled(
     return None if tensor.scaling is None else (*tensor.scaling, ScaleEvidence(node, factor))
 
 
-def _operand_node(node: ast.AST, right: bool) -> ast.AST:
+def _operand(node: ast.AST, *, right: bool) -> ast.AST:
+    """The left or right operand of a binary operation (the operation itself otherwise)."""
     if isinstance(node, ast.BinOp):
         return node.right if right else node.left
     return node
+
+
+def _written(node: ast.AST) -> str:
+    return dotted_name(node) or "an operand" if isinstance(node, ast.expr) else "an operand"
 
 
 @tensor_op("mul", "div", "multiply", "divide", "true_divide", functions=torch_names("mul", "div"))

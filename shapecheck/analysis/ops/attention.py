@@ -44,7 +44,8 @@ def fused_attention(call: OpCall) -> Fact:
             and len(key.shape) >= 2
         ):
             scores = (*query.shape[:-1], key.shape[-2])
-            check_mask_axes(call.context, mask_tensor, scores, mask[1])
+            guess = query.guess or key.guess or mask_tensor.guess
+            check_mask_axes(call.context, mask_tensor, scores, mask[1], guess)
     shape = None
     if (
         query.shape is not None
@@ -91,7 +92,7 @@ def _softmax(
     """
     product = scores.product
     if product is not None:
-        call.context.observe(AttentionScores(call.node, scores, product))
+        call.context.observe(AttentionScores(call.node, scores, product, _axis(scores, dim)))
         for node, value in scores.unread_fills:
             problem = fill_problem(scores, value, node)
             if problem is not None:
@@ -117,6 +118,7 @@ def _softmax(
                         written,
                         through_module,
                         product,
+                        scores.guess,
                     )
                 )
     dtype = call.get(None, "dtype")
@@ -142,3 +144,14 @@ def cross_entropy(call: OpCall) -> Fact:
 @module_op("torch.nn.CrossEntropyLoss")
 def cross_entropy_module(call: OpCall) -> Fact:
     return TensorFact(shape=(), origin=call.node)
+
+
+def _axis(scores: TensorFact, dim: int | None) -> int | None:
+    """The axis a softmax normalises: ``dim`` counted from the front (without ``dim``, the
+    axis PyTorch picks), where the rank allows telling."""
+    rank = scores.rank
+    if rank is None:
+        return dim if dim is not None and dim >= 0 else None
+    if dim is None:
+        return 0 if rank in (0, 1, 3) else 1
+    return dim % rank if -rank <= dim < rank else None

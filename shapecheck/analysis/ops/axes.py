@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 
 from shapecheck.analysis.facts import (
     AxisOp,
@@ -41,6 +42,9 @@ def reorder(
 
 
 def swap(call: OpCall, first: int, second: int, name: str) -> TensorFact:
+    split = _head_split(call, first, second)
+    if split is not None:
+        call = dataclasses.replace(call, receiver=split)
     rank = call.receiver.rank
     if rank is None:
         return reorder(call, None, name)
@@ -52,6 +56,29 @@ def swap(call: OpCall, first: int, second: int, name: str) -> TensorFact:
     return reorder(call, permutation, name, swapped=(a, b))
 
 
+def _head_split(call: OpCall, first: int, second: int) -> TensorFact | None:
+    """``x.view(*h.shape[:-1], heads, d).transpose(1, 2)`` while ``h``'s rank is unknown. A
+    head split swaps the new heads axis with the one before it, so ``h.shape[:-1]`` holds two
+    sizes (batch, sequence): ``h`` is learned to have as many axes, on that assumption."""
+    receiver = call.receiver
+    split = receiver.prefixed
+    if receiver.shape is not None or split is None or len(split.tail) != 2:
+        return None
+    if {first, second} != {1, 2}:
+        return None
+    prefix = split.prefix
+    rank = 2 + prefix.dropped
+    guess = f"`{prefix.owner}` has {rank} axes, as splitting heads after two of them implies"
+    owner = call.context.learn_rank(prefix.owner, rank, guess)
+    if owner is None or owner.shape is None:
+        return None
+    shape = (*owner.shape[:2], *split.tail)
+    layout = receiver.layout.materialise(len(shape)) if receiver.layout else None
+    return dataclasses.replace(
+        receiver, shape=shape, layout=layout, prefixed=None, unknown_rank=None, guess=guess
+    )
+
+
 @tensor_op(
     "transpose", "swapaxes", "swapdims", functions=torch_names("transpose", "swapaxes", "swapdims")
 )
@@ -59,8 +86,10 @@ def transpose(call: OpCall) -> Fact:
     first, second = call.int_arg(0, "dim0"), call.int_arg(1, "dim1")
     if first is None or second is None or len(call.args) > 2:
         return reorder(call, None, "transpose")  # numpy's transpose(*axes) is a permute
-    # transpose(-1, 3) does nothing only at rank 4: a rank known on one branch only is no proof
-    rank = None if call.receiver.uncertain else call.receiver.rank
+    # transpose(-1, 3) does nothing only at rank 4: a rank known on one branch only, or
+    # guessed, is no proof
+    receiver = call.receiver
+    rank = None if receiver.uncertain or receiver.guess else receiver.rank
     same = first == second or (rank is not None and first % rank == second % rank)
     if same and isinstance(call.node, ast.Call):
         call.context.observe(

@@ -162,20 +162,27 @@ def check_mask(context: OpContext, scores: TensorFact, mask: Fact, node: ast.AST
     tensor = as_tensor(mask)
     if not scores.is_scores or tensor is None:
         return
-    check_mask_axes(context, tensor, scores.shape, node)
+    check_mask_axes(context, tensor, scores.shape, node, scores.guess or tensor.guess)
 
 
 def check_mask_axes(
-    context: OpContext, mask: TensorFact, scores: tuple[Dim, ...] | None, node: ast.AST
+    context: OpContext,
+    mask: TensorFact,
+    scores: tuple[Dim, ...] | None,
+    node: ast.AST,
+    guess: str | None = None,
 ) -> None:
     if mask.shape is None or scores is None:
         return
     misplaced = misaligned_axis(mask.shape, scores)
     if misplaced is not None:
-        context.observe(MaskBroadcast(node, mask.shape, scores, misplaced, masks_queries=False))
-    elif masks_queries(mask.shape, scores):
         context.observe(
-            MaskBroadcast(node, mask.shape, scores, len(mask.shape) - 2, masks_queries=True)
+            MaskBroadcast(node, mask.shape, scores, misplaced, masks_queries=False, guess=guess)
+        )
+    elif masks_queries(mask.shape, scores):
+        axis = len(mask.shape) - 2
+        context.observe(
+            MaskBroadcast(node, mask.shape, scores, axis, masks_queries=True, guess=guess)
         )
 
 

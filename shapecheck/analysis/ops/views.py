@@ -11,6 +11,7 @@ from shapecheck.analysis.facts import (
     AxisOp,
     Fact,
     IntFact,
+    PrefixedShape,
     QualifiedName,
     RepeatedFact,
     TensorFact,
@@ -81,7 +82,9 @@ def _view_like(call: OpCall, sizes: list[Dim | None] | None, *, copies: bool) ->
         moved = reinterpreted_axis(receiver.shape, shape)
         if moved is not None:
             call.context.observe(
-                ReinterpretingView(call.node, call.anchor, receiver.shape, shape, moved)
+                ReinterpretingView(
+                    call.node, call.anchor, receiver.shape, shape, moved, receiver.guess
+                )
             )
         rely_on_divisions(call.context, call.node, product(receiver.shape), product(shape))
     old = receiver.shape
@@ -138,12 +141,37 @@ def view(call: OpCall) -> Fact:
     first = call.get(0, "dtype")
     if first is not None and isinstance(first[0], QualifiedName):
         return UNKNOWN  # view(torch.float16) reinterprets the dtype
-    return _view_like(call, call.sizes(0), copies=False)
+    return _prefixed_view(call) or _view_like(call, call.sizes(0), copies=False)
 
 
 @tensor_op("reshape", functions=torch_names("reshape"))
 def reshape(call: OpCall) -> Fact:
-    return _view_like(call, call.sizes(0), copies=True)
+    return _prefixed_view(call) or _view_like(call, call.sizes(0), copies=True)
+
+
+def _prefixed_view(call: OpCall) -> TensorFact | None:
+    """``x.view(*h.shape[:-1], -1, d)`` while ``h``'s rank is unknown: the shape is ``h``'s
+    leading sizes and then the tail, whose ``-1`` is what ``x``'s last axis leaves (the view
+    splits it; an ``nn.Linear`` output says how wide it is)."""
+    found = call.prefixed(0)
+    receiver = call.receiver
+    if found is None or receiver.shape is not None:
+        return None
+    prefix, tail = found
+    missing = [index for index, size in enumerate(tail) if size is None]
+    if len(missing) == 1 and receiver.known_last is not None:
+        others = [size for size in tail if size is not None]
+        tail[missing[0]] = receiver.known_last.floordiv(product(others))
+    dims = tuple(size if size is not None else Dim.symbol("?") for size in tail)
+    contiguous = receiver.layout is not None and receiver.layout.is_contiguous
+    return flow(
+        receiver,
+        Family.VIEW,
+        shape=None,
+        layout=Layout.contiguous(None) if contiguous else None,
+        origin=call.node,
+        prefixed=PrefixedShape(prefix, dims),
+    )
 
 
 @tensor_op("view_as", "reshape_as")
@@ -161,8 +189,8 @@ def flatten(call: OpCall) -> Fact:
     start, end = call.int_arg(0, "start_dim"), call.int_arg(1, "end_dim")
     start = 0 if start is None and call.get(0, "start_dim") is None else start
     end = -1 if end is None and call.get(1, "end_dim") is None else end
-    if receiver.shape is None or start is None or end is None:
-        return _unknown_shape(call)
+    if not receiver.shape or start is None or end is None:
+        return _unknown_shape(call)  # unknown, or 0-d (flattened to one axis of size 1)
     rank = len(receiver.shape)
     first, last = start % rank, end % rank
     merged = product(receiver.shape[first : last + 1])
