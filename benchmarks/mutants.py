@@ -185,21 +185,24 @@ _KEY_AXES = {(-2, -1), (-1, -2), (2, 3), (3, 2)}
 
 
 def key_transpose_axes(source: Source) -> Iterator[Edit]:
-    """``q @ k.transpose(-2, -1)`` -> ``k.transpose(1, 2)`` in a function on 4-D per-head
-    tensors (``transpose(2, 3)`` written, or heads split there): the scores no longer
-    contract the feature axis."""
+    """``q @ k.transpose(-2, -1)`` -> ``k.transpose(1, 2)`` where the product is attention
+    scores (a softmax reads it, directly or through the name it is assigned to) in a function on
+    4-D per-head tensors (``transpose(2, 3)`` written, or heads split there): the scores no
+    longer contract the feature axis."""
     for function in _functions(source.module):
         four_d = _heads_split(function, source)
+        scores = _softmaxed(function)
         for node in ast.walk(function):
             operands: list[ast.expr] = []
             if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
                 operands = [node.right]
             elif isinstance(node, ast.Call) and _name_of(node.func) == "matmul":
-                operands = (
-                    node.args[1:]
-                    if isinstance(node.func, ast.Attribute) and _name_of(node.func.value) == "torch"
-                    else node.args[:1]
+                function_form = (
+                    isinstance(node.func, ast.Attribute) and _name_of(node.func.value) == "torch"
                 )
+                operands = node.args[1:] if function_form else node.args[:1]
+            if not operands or node not in scores:
+                continue
             for operand in operands:
                 transpose = _method(operand, "transpose")
                 axes = _ints(transpose) if transpose is not None else None
@@ -208,6 +211,27 @@ def key_transpose_axes(source: Source) -> Iterator[Edit]:
                 if four_d or axes in {(2, 3), (3, 2)}:
                     first, last = transpose.args[0], transpose.args[-1]
                     yield Edit(source.start(first), source.end(last), "1, 2")
+
+
+def _softmaxed(function: ast.AST) -> set[ast.AST]:
+    """The nodes a softmax reads in ``function``: inside its arguments or receiver, or in the
+    value assigned to a name it reads."""
+    names: set[str] = set()
+    read: set[ast.AST] = set()
+    for node in ast.walk(function):
+        if isinstance(node, ast.Call) and _name_of(node.func) == "softmax":
+            inputs = [*node.args, *(k.value for k in node.keywords)]
+            if isinstance(node.func, ast.Attribute):
+                inputs.append(node.func.value)
+            for given in inputs:
+                read.update(ast.walk(given))
+                names.update(n.id for n in ast.walk(given) if isinstance(n, ast.Name))
+    for node in ast.walk(function):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(target, ast.Name) and target.id in names for target in node.targets
+        ):
+            read.update(ast.walk(node.value))
+    return read
 
 
 def drop_scale(source: Source) -> Iterator[Edit]:

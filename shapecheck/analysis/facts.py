@@ -175,6 +175,20 @@ class ModuleFact(Fact):
     in_features: Dim | None = None
     out_features: Dim | None = None
     dim: int | None = None
+    uncertain: bool = False
+    """Known on some paths only (see ``SAME_SHAPE``): what it returns is then uncertain."""
+
+
+ACTIVATIONS = frozenset(
+    f"torch.nn.{name}"
+    for name in ("GELU", "SiLU", "ReLU", "Tanh", "Sigmoid", "Mish", "LeakyReLU", "ELU", "Hardswish")
+)
+NORMS = frozenset(f"torch.nn.{name}" for name in ("LayerNorm", "RMSNorm", "GroupNorm"))
+SHAPE_PRESERVING = frozenset({"torch.nn.Identity", "torch.nn.Dropout", *ACTIVATIONS, *NORMS})
+"""Module classes whose output has their input's shape."""
+SAME_SHAPE = "shapecheck.same-shape"
+"""The kind of a module that is one of several whose output keeps the input's shape:
+``norm_layer(dim) if qk_norm else nn.Identity()``. What it does to the values is unknown."""
 
 
 @dataclass(frozen=True)

@@ -872,7 +872,7 @@ class Interpreter:
             op = OpCall(callee.kind, node, func, tensor, args[0][1], self, args[1:], kwargs, callee)
             result = transfer(op)
             self._learn_width(args[0][1], tensor, callee)
-            return result
+            return _uncertain(result) if callee.uncertain else result
         if isinstance(callee, FunctionRef):
             return self._inline(callee, node, args, kwargs)
         if isinstance(callee, ClassRef):

@@ -33,9 +33,12 @@ from typing import Any
 
 from shapecheck.analysis.dims import Dim
 from shapecheck.analysis.facts import (
+    SAME_SHAPE,
+    SHAPE_PRESERVING,
     Fact,
     FunctionRef,
     IntFact,
+    ModuleFact,
     NoneFact,
     TensorFact,
     TupleFact,
@@ -239,6 +242,9 @@ def join(left: Fact, right: Fact) -> Fact:
         return left
     if isinstance(left, IntFact) and isinstance(right, IntFact):
         return IntFact(Dim.symbol("?"))
+    if _keeps_shape(left) and _keeps_shape(right):
+        uncertain = any(isinstance(m, ModuleFact) and m.uncertain for m in (left, right))
+        return ModuleFact(SAME_SHAPE, uncertain=uncertain)
     if (
         isinstance(left, TupleFact)
         and isinstance(right, TupleFact)
@@ -255,7 +261,14 @@ def _with_unknown(left: Fact, right: Fact) -> Fact:
         return known if known.reason == "conflict" else unknown
     if unknown.reason != "conflict" and isinstance(known, TensorFact | FunctionRef):
         return dataclasses.replace(known, uncertain=True)  # the eager attention beside kernels
+    if unknown.reason != "conflict" and _keeps_shape(known):
+        # norm_layer(dim) if qk_norm else nn.Identity(): some layer that keeps the shape
+        return ModuleFact(SAME_SHAPE, uncertain=True)
     return unknown  # a number or module known on one branch only is not kept
+
+
+def _keeps_shape(fact: Fact) -> bool:
+    return isinstance(fact, ModuleFact) and fact.kind in (*SHAPE_PRESERVING, SAME_SHAPE)
 
 
 def _join_tensors(left: TensorFact, right: TensorFact) -> TensorFact:

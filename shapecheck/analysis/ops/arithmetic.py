@@ -7,6 +7,8 @@ import re
 
 from shapecheck.analysis.dims import Dim
 from shapecheck.analysis.facts import (
+    ACTIVATIONS,
+    SAME_SHAPE,
     UNKNOWN,
     Fact,
     IntFact,
@@ -101,6 +103,18 @@ def dropout(call: OpCall) -> Fact:
 @module_op("torch.nn.Dropout", "torch.nn.Identity")
 def dropout_module(call: OpCall) -> Fact:
     return flow(call.receiver, Family.SAME_VALUES, origin=call.node)
+
+
+@module_op(*ACTIVATIONS)
+def activation_module(call: OpCall) -> Fact:
+    return flow(call.receiver, Family.ELEMENTWISE, origin=call.node)
+
+
+@module_op(SAME_SHAPE)
+def same_shape_module(call: OpCall) -> Fact:
+    """One of several layers that keep the shape (a norm or ``nn.Identity``): the values
+    change in a way the analysis cannot tell, their scale included."""
+    return flow(call.receiver, Family.ELEMENTWISE, origin=call.node, scaling=None)
 
 
 @tensor_op(

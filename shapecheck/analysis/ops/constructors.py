@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from shapecheck.analysis.facts import (
+    SHAPE_PRESERVING,
     UNKNOWN,
     Fact,
     IntFact,
@@ -120,6 +121,6 @@ def softmax_constructor(call: OpCall) -> Fact:
     return ModuleFact("torch.nn.Softmax", dim=call.int_arg(0, "dim"))
 
 
-@function_op("torch.nn.Dropout", "torch.nn.Identity", "torch.nn.LayerNorm", "torch.nn.RMSNorm")
+@function_op(*SHAPE_PRESERVING)
 def plain_module(call: OpCall) -> Fact:
     return ModuleFact(call.name)

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from shapecheck.analysis.dims import Dim, provably_different
 from shapecheck.analysis.facts import (
+    NORMS,
     UNKNOWN,
     Fact,
     Product,
@@ -209,14 +210,26 @@ def linear_module(call: OpCall) -> Fact:
 
 
 def _projected(call: OpCall, out: Dim | None) -> TensorFact:
-    """``[..., in] -> [..., out]`` (only the last axis known when the rank is not)."""
-    shape = call.receiver.shape
+    """``[..., in] -> [..., out]`` (only the last axis known when the rank is not). Scores
+    whose heads a layer mixes (talking heads: the head axis moved last) stay the scores."""
+    receiver = call.receiver
+    shape = receiver.shape
     if shape is not None and len(shape) >= 1:
         shape = (*shape[:-1], out if out is not None else Dim.symbol("?"))
-    return new_tensor(shape, call.node, call.receiver, known_last=out)
+    product = receiver.product
+    if (
+        receiver.is_scores
+        and product is not None
+        and product.key_size is not None
+        and receiver.last_dim is not None
+        and provably_different(receiver.last_dim, product.key_size)
+    ):
+        scaling = scaled(receiver, call.node, None)  # learned weights: a scale of their own
+        return new_tensor(shape, call.node, receiver, product=product, scaling=scaling)
+    return new_tensor(shape, call.node, receiver, known_last=out)
 
 
-@module_op("torch.nn.LayerNorm", "torch.nn.RMSNorm")
+@module_op(*NORMS)
 def norm_module(call: OpCall) -> Fact:
     return _normalised(call)
 
