@@ -461,3 +461,49 @@ def test_a_rank_known_on_one_branch_proves_no_transpose_useless() -> None:
     assert findings(source.format(branch="pass")) == [(7, "SC202")]
     followed = "if cache is not None:\n                y = cache.lookup(y)"
     assert findings(source.format(branch=followed)) == []
+
+
+EINOPS = textwrap.dedent(
+    """\
+    import torch
+    from einops import rearrange, reduce, repeat
+
+
+    def split(x, heads: int):
+        b, n, e = x.shape
+        q = rearrange(x, "b n (h d) -> b h n d", h=heads)
+        merged = rearrange(q, "b h n d -> b n (h d)")
+        tokens = rearrange(x, "... (two d) -> ... two d", two=2)
+        pooled = reduce(x, "b n e -> b e", "mean")
+        tiled = repeat(pooled, "b e -> b k e", k=4)
+        rotated = torch.view_as_real(torch.view_as_complex(tokens.transpose(-2, -1).contiguous()))
+        unknown_rank = rearrange(y, "b n d -> b d n")
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "shape"),
+    [
+        ("q", "[b, heads, n, e//heads]"),
+        ("merged", "[b, n, e]"),
+        ("tokens", "[b, n, 2, e//2]"),
+        ("pooled", "[b, e]"),
+        ("tiled", "[b, 4, e]"),
+        ("rotated", "[b, n, e//2, 2]"),
+        ("unknown_rank", "[?, ?, ?]"),  # a name bound elsewhere: its rank, not its sizes
+    ],
+)
+def test_einops_patterns_give_shapes(name: str, shape: str) -> None:
+    from shapecheck.analysis.dims import format_shape
+
+    [function] = analyse(ast.parse(EINOPS), EINOPS).functions[1:]
+    [fact] = [fact for _, bound, fact in function.bindings if bound == name]
+    assert isinstance(fact, TensorFact) and format_shape(fact.shape) == shape
+
+
+@pytest.mark.parametrize("pattern", ["b (h d", "b h) d", "b ((h) d)"])
+def test_a_malformed_pattern_is_no_pattern(pattern: str) -> None:
+    from shapecheck.analysis.ops.einops import parse_side
+
+    assert parse_side(pattern) is None

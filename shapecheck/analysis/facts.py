@@ -175,6 +175,8 @@ class ModuleFact(Fact):
     in_features: Dim | None = None
     out_features: Dim | None = None
     dim: int | None = None
+    """``nn.Softmax``'s ``dim`` (``None``: not a number the code writes, see ``dim_given``)."""
+    dim_given: bool = False
     uncertain: bool = False
     """Known on some paths only (see ``SAME_SHAPE``): what it returns is then uncertain."""
 

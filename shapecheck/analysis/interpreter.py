@@ -593,7 +593,7 @@ class Interpreter:
             return FunctionRef(self.context.functions[name])
         if name in self.context.classes:
             return ClassRef(name)
-        if name in ("float", "int", "len", "getattr"):
+        if name in ("float", "int", "len", "getattr", "map"):
             return QualifiedName(f"builtins.{name}")
         return Unknown("name", name)
 
@@ -1055,9 +1055,36 @@ class Interpreter:
             return number if isinstance(number, ScalarFact) else ScalarFact(scale=scale_of(number))
         if name.startswith(_SCALAR_FUNCTIONS):
             return ScalarFact()
+        if name == "builtins.map" and len(args) == 2:
+            return self._mapped(args[0], args[1][0])
         if name == "builtins.getattr" and len(args) == 3:
             return self._configured_size(args) or Unknown("call", name)
         return _default_function(name, args) or Unknown("call", name)
+
+    def _mapped(self, function: Argument, items: Fact) -> Fact:
+        """``map(lambda t: rearrange(t, ...), qkv)`` over a tuple whose items are known: the
+        function applied to each (a same-module function is followed as a call would be)."""
+        fact, node = function
+        if not isinstance(items, TupleFact):
+            return UNKNOWN
+        results: list[Fact] = []
+        for item in items.items:
+            if isinstance(node, ast.Lambda) and len(node.args.args) == 1 and not node.args.vararg:
+                name = node.args.args[0].arg
+                outer = self.env.get(name)
+                self.env[name] = item
+                for learned in [key for key in self.symbols if key.startswith(f"{name}.")]:
+                    del self.symbols[learned]  # each item's sizes are its own
+                results.append(self.eval(node.body))
+                if outer is None:
+                    self.env.pop(name, None)
+                else:
+                    self.env[name] = outer
+            elif isinstance(fact, FunctionRef):
+                results.append(self._inline(fact, ast.Call(node, [], []), [(item, node)], {}))
+            else:
+                return UNKNOWN
+        return TupleFact(tuple(results))
 
     def _configured_size(self, args: list[Argument]) -> IntFact | None:
         """``getattr(config, "head_dim", hidden // heads)``: a size of its own, named after

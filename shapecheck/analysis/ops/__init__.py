@@ -4,7 +4,7 @@ This module is the registry: a tensor op is registered once under its method nam
 ``torch.*`` spellings (the first argument is then the receiver); adding an op is one function
 in the module of its family, and every rule benefits. Anything not registered yields an
 unknown. The families: :mod:`.axes`, :mod:`.views`, :mod:`.arithmetic`, :mod:`.products`,
-:mod:`.attention`, :mod:`.masks`, :mod:`.constructors`.
+:mod:`.attention`, :mod:`.masks`, :mod:`.constructors`, and :mod:`.einops`.
 """
 
 from __future__ import annotations
@@ -268,9 +268,19 @@ from shapecheck.analysis.ops import (  # noqa: E402
     attention,
     axes,
     constructors,
+    einops,
     masks,
     products,
     views,
 )
 
-__all__ = ["arithmetic", "attention", "axes", "constructors", "masks", "products", "views"]
+__all__ = [
+    "arithmetic",
+    "attention",
+    "axes",
+    "constructors",
+    "einops",
+    "masks",
+    "products",
+    "views",
+]

@@ -73,8 +73,11 @@ def softmax(call: OpCall) -> Fact:
 
 @module_op("torch.nn.Softmax")
 def softmax_module(call: OpCall) -> Fact:
-    dim = call.module.dim if call.module else None
-    return _softmax(call, call.receiver, dim, False, None, through_module=True)
+    module = call.module
+    dim = module.dim if module else None
+    # nn.Softmax(dim=d) with d not a literal is not nn.Softmax() (which picks an axis itself)
+    unknown = module is None or (module.dim_given and dim is None)
+    return _softmax(call, call.receiver, dim, unknown, None, through_module=True)
 
 
 def _softmax(

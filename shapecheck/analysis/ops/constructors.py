@@ -118,7 +118,8 @@ def cross_entropy_constructor(call: OpCall) -> Fact:
 
 @function_op("torch.nn.Softmax")
 def softmax_constructor(call: OpCall) -> Fact:
-    return ModuleFact("torch.nn.Softmax", dim=call.int_arg(0, "dim"))
+    given = call.get(0, "dim") is not None
+    return ModuleFact("torch.nn.Softmax", dim=call.int_arg(0, "dim"), dim_given=given)
 
 
 @function_op(*SHAPE_PRESERVING)

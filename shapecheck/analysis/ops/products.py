@@ -21,6 +21,7 @@ from shapecheck.analysis.observations import (
     SizeMismatch,
 )
 from shapecheck.analysis.ops import (
+    Argument,
     OpCall,
     OpContext,
     as_tensor,
@@ -107,15 +108,40 @@ def baddbmm(call: OpCall) -> Fact:
 
 @function_op("torch.einsum")
 def einsum(call: OpCall) -> Fact:
+    """``torch.einsum("bhid,bhjd->bhij", q, k)``: one letter per axis, spaces ignored."""
     equation = call.get(0, "equation")
-    if equation is None or len(call.args) != 3:
+    written = _string_value(equation[1]) if equation is not None else None
+    if written is None or len(call.args) != 3:
         return TensorFact(origin=call.node, scaling=None)
-    subscripts = _string_value(equation[1])
-    if subscripts is None or "->" not in subscripts or "." in subscripts:
+    parsed = parse_einsum(written, letters=True)
+    if parsed is None:
         return TensorFact(origin=call.node, scaling=None)
-    inputs, output = subscripts.replace(" ", "").split("->")
-    operands = inputs.split(",")
-    left, right = as_tensor(call.args[1][0]), as_tensor(call.args[2][0])
+    return contraction(call, parsed, call.args[1], call.args[2])
+
+
+EinsumAxes = tuple[list[list[str]], list[str]]
+"""The axes of each operand, and of the output."""
+
+
+def parse_einsum(equation: str, *, letters: bool) -> EinsumAxes | None:
+    """``"b h i d, b h j d -> b h i j"`` (einops: names between spaces) or ``"bhid,bhjd->bhij"``
+    (torch: one letter each); ``None`` for what the analysis does not follow (``...``, no
+    ``->``)."""
+    if "->" not in equation or "." in equation or equation.count("->") != 1:
+        return None
+    inputs, output = equation.split("->")
+
+    def axes(part: str) -> list[str]:
+        return list(part.replace(" ", "")) if letters else part.split()
+
+    return [axes(operand) for operand in inputs.split(",")], axes(output)
+
+
+def contraction(call: OpCall, parsed: EinsumAxes, first: Argument, second: Argument) -> Fact:
+    """Two operands contracted as an einsum equation says; a product of attention scores
+    where one axis is summed over."""
+    operands, output = parsed
+    left, right = as_tensor(first[0]), as_tensor(second[0])
     if len(operands) != 2 or left is None or right is None:
         return TensorFact(origin=call.node, scaling=None)
     left_letters, right_letters = operands
@@ -126,7 +152,10 @@ def einsum(call: OpCall) -> Fact:
     for letters, tensor in ((left_letters, left), (right_letters, right)):
         if tensor.shape is not None and len(tensor.shape) == len(letters):
             for letter, dim in zip(letters, tensor.shape, strict=True):
-                letter_sizes.setdefault(letter, dim)
+                seen = letter_sizes.setdefault(letter, dim)
+                if provably_different(seen, dim):
+                    what = f"einsum axis `{letter}` of both operands"
+                    call.context.observe(SizeMismatch(call.node, what, seen, dim))
     shape = tuple(letter_sizes.get(letter, Dim.symbol("?")) for letter in output)
     scaling = None
     if left.scaling is not None and right.scaling is not None:
@@ -144,28 +173,25 @@ def einsum(call: OpCall) -> Fact:
         key_size = shape[key_axis]
     if left.masked_weights is not None:
         call.context.observe(MaskAfterSoftmax(left.masked_weights))
-    return new_tensor(
-        shape,
+    product = Product(
         call.node,
         left,
         right,
-        scaling=scaling,
-        product=Product(
-            call.node,
-            left,
-            right,
-            call.args[1][1],
-            call.args[2][1],
-            left_letters.index(letter),
-            right_letters.index(letter),
-            key_axis,
-            key_size,
-        ),
+        first[1],
+        second[1],
+        left_letters.index(letter),
+        right_letters.index(letter),
+        key_axis,
+        key_size,
     )
+    return new_tensor(shape, call.node, left, right, scaling=scaling, product=product)
 
 
 def _mixed_scores(
-    left: tuple[TensorFact, str], right: tuple[TensorFact, str], output: str, contracted: str
+    left: tuple[TensorFact, list[str]],
+    right: tuple[TensorFact, list[str]],
+    output: list[str],
+    contracted: str,
 ) -> Product | None:
     """Attention scores whose heads a learned matrix mixes (``'b h i j, h g -> b g i j'``):
     the product is still q·kᵀ, and its key axis is where the output puts the keys' letter."""

@@ -474,3 +474,31 @@ def _concatenated_shape(call: OpCall, shapes: list[tuple[Dim, ...]]) -> tuple[Di
         Dim.symbol("?") if index == position or any(d[index] != dim for d in others) else dim
         for index, dim in enumerate(shape)
     )
+
+
+@tensor_op(functions=torch_names("view_as_complex"))
+def view_as_complex(call: OpCall) -> Fact:
+    """``[..., 2]`` real pairs read as ``[...]`` complex numbers (LLaMA's rotary embedding)."""
+    receiver = call.receiver
+    if receiver.shape is None or not receiver.shape or receiver.shape[-1].value != 2:
+        return _unknown_shape(call)
+    shape = receiver.shape[:-1]
+    layout = (
+        Layout.contiguous(len(shape)) if receiver.layout and receiver.layout.is_contiguous else None
+    )
+    return flow(
+        receiver, Family.VIEW, shape=shape, layout=layout, origin=call.node, dtype="complex"
+    )
+
+
+@tensor_op(functions=torch_names("view_as_real"))
+def view_as_real(call: OpCall) -> Fact:
+    """``[...]`` complex numbers read as ``[..., 2]`` real pairs."""
+    receiver = call.receiver
+    if receiver.shape is None:
+        return _unknown_shape(call)
+    shape = (*receiver.shape, Dim.constant(2))
+    layout = (
+        Layout.contiguous(len(shape)) if receiver.layout and receiver.layout.is_contiguous else None
+    )
+    return flow(receiver, Family.VIEW, shape=shape, layout=layout, origin=call.node, dtype=None)

@@ -1,0 +1,179 @@
+"""einops: ``rearrange``, ``repeat``, ``reduce`` and ``einsum``, the way most research code
+splits and merges heads (``rearrange(t, "b n (h d) -> b h n d", h=heads)``).
+
+A pattern names every axis, so it also tells the rank of its input: a tensor of unknown rank
+given to ``"b n (h d) -> ..."`` has three axes (einops raises otherwise), and is known to from
+there on.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from shapecheck.analysis.dims import Dim, product
+from shapecheck.analysis.facts import Fact, IntFact, TensorFact
+from shapecheck.analysis.imports import dotted_name
+from shapecheck.analysis.lattice import Family, flow
+from shapecheck.analysis.layout import Layout
+from shapecheck.analysis.ops import OpCall, function_op, new_tensor, tensor_op
+from shapecheck.analysis.ops.products import contraction, parse_einsum
+
+Group = tuple[str, ...]
+"""One axis of a pattern side: a name (``("h",)``), a composition (``("h", "d")``), ``("1",)``
+or ``("...",)``."""
+
+_TOKENS = re.compile(r"\(|\)|\.\.\.|[^\s()]+")
+
+
+def parse_side(text: str) -> list[Group] | None:
+    """``"b n (h d)"`` -> ``[("b",), ("n",), ("h", "d")]``; ``None`` when malformed."""
+    groups: list[Group] = []
+    current: list[str] | None = None
+    for token in _TOKENS.findall(text):
+        if token == "(":
+            if current is not None:
+                return None
+            current = []
+        elif token == ")":
+            if current is None:
+                return None
+            groups.append(tuple(current))
+            current = None
+        elif current is not None:
+            current.append(token)
+        else:
+            groups.append((token,))
+    return groups if current is None else None
+
+
+@tensor_op(functions=["einops.rearrange"])
+def rearrange(call: OpCall) -> Fact:
+    return _pattern(call, Family.VIEW)
+
+
+@tensor_op(functions=["einops.repeat"])
+def repeat(call: OpCall) -> Fact:
+    return _pattern(call, Family.VIEW)
+
+
+@tensor_op(functions=["einops.reduce"])
+def reduce(call: OpCall) -> Fact:
+    return _pattern(call, None)
+
+
+@function_op("einops.einsum")
+def einsum(call: OpCall) -> Fact:
+    """``einsum(q, k, "b h i d, b h j d -> b h i j")``: the tensors first, the pattern last."""
+    equation = _text(call.args[-1][1]) if call.args else None
+    parsed = parse_einsum(equation, letters=False) if equation is not None else None
+    if parsed is None or len(call.args) != 3:
+        return TensorFact(origin=call.node, scaling=None)
+    return contraction(call, parsed, call.args[0], call.args[1])
+
+
+def _text(node: ast.expr) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _pattern(call: OpCall, family: Family | None) -> Fact:
+    """The shape a pattern gives (``family`` ``None``: a reduction, new values)."""
+    given = call.get(0, "pattern")
+    text = _text(given[1]) if given is not None else None
+    sides = text.split("->") if text is not None else []
+    left, right = (parse_side(side) for side in sides) if len(sides) == 2 else (None, None)
+    if left is None or right is None:
+        return _unknown(call)
+    receiver = _with_rank(call, left)
+    if receiver.shape is None or not _fits(left, receiver.shape):
+        return _unknown(call)
+    sizes = _sizes(call, left, receiver.shape)
+    shape = tuple(dim for group in right for dim in _group_size(group, sizes))
+    contiguous = receiver.layout is not None and receiver.layout.is_contiguous
+    kept_order = _elementary(left) == [
+        axis for axis in _elementary(right) if axis in _elementary(left)
+    ]
+    layout = Layout.contiguous(len(shape)) if contiguous and kept_order else None
+    if family is None:
+        return new_tensor(shape, call.node, receiver)
+    return flow(receiver, family, shape=shape, layout=layout, origin=call.node)
+
+
+def _unknown(call: OpCall) -> TensorFact:
+    return flow(call.receiver, Family.VIEW, shape=None, layout=None, origin=call.node)
+
+
+def _with_rank(call: OpCall, left: list[Group]) -> TensorFact:
+    """The receiver, its rank learned from a pattern without ``...`` where it was unknown."""
+    receiver = call.receiver
+    key = dotted_name(call.receiver_node) if call.receiver_node is not None else None
+    if receiver.shape is not None or ("...",) in left:
+        return receiver
+    learned = call.context.learn_rank(key, len(left), None) if key is not None else None
+    if learned is not None:
+        return learned
+    rank = len(left)  # not a name: its sizes stay unknown (but the width a layer made)
+    layout = receiver.layout.materialise(rank) if receiver.layout is not None else None
+    last = receiver.known_last or Dim.symbol("?")
+    shape = (*(Dim.symbol("?") for _ in range(rank - 1)), last)
+    return flow(receiver, Family.VIEW, shape=shape, layout=layout, origin=receiver.origin)
+
+
+def _fits(left: list[Group], shape: tuple[Dim, ...]) -> bool:
+    """A pattern side that names every axis of ``shape`` (``...`` standing for any)."""
+    ellipses = left.count(("...",))
+    if ellipses > 1:
+        return False
+    return len(left) - 1 <= len(shape) if ellipses else len(left) == len(shape)
+
+
+def _sizes(call: OpCall, left: list[Group], shape: tuple[Dim, ...]) -> dict[str, Dim]:
+    """Every axis name's size: given as a keyword, read off a single axis, or what a
+    composition leaves once its other members are known (einops checks the division)."""
+    sizes: dict[str, Dim] = {}
+    for name, (fact, _) in call.kwargs.items():
+        if isinstance(fact, IntFact):
+            sizes[name] = fact.dim
+    position = 0
+    compositions: list[tuple[Group, Dim]] = []
+    for group in left:
+        if group == ("...",):
+            spanned = len(shape) - (len(left) - 1)
+            for index in range(spanned):
+                sizes[f"...{index}"] = shape[position + index]
+            position += spanned
+            continue
+        dim = shape[position]
+        position += 1
+        if len(group) == 1 and not group[0].isdigit():
+            sizes.setdefault(group[0], dim)
+        else:
+            compositions.append((group, dim))
+    for group, dim in compositions:
+        missing = [name for name in group if not name.isdigit() and name not in sizes]
+        if len(missing) == 1:
+            known = [size for name in group if name != missing[0] for size in _atom(name, sizes)]
+            sizes[missing[0]] = dim.floordiv(product(known))
+    return sizes
+
+
+def _atom(name: str, sizes: dict[str, Dim]) -> list[Dim]:
+    if name.isdigit():
+        return [Dim.constant(int(name))]
+    return [sizes[name]] if name in sizes else []
+
+
+def _group_size(group: Group, sizes: dict[str, Dim]) -> list[Dim]:
+    """The sizes one output group stands for (``...`` stands for several)."""
+    if group == ("...",):
+        spanned = sorted(name for name in sizes if name.startswith("..."))
+        return [sizes[name] for name in sorted(spanned, key=lambda name: int(name[3:]))]
+    members = [_atom(name, sizes) for name in group]
+    if any(not member for member in members):
+        return [Dim.symbol("?")]
+    return [product([member[0] for member in members])]
+
+
+def _elementary(side: list[Group]) -> list[str]:
+    """The named axes in order (``...`` keeps its own order, a ``1`` holds no data)."""
+    return [name for group in side for name in group if not name.isdigit() and name != "..."]
