@@ -4,6 +4,8 @@ rule's findings, nothing the linter reads is ever run, and fuzzed sources never 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -183,3 +185,26 @@ def test_generated_python_never_crashes(data: st.DataObject) -> None:
     source = data.draw(hypothesmith.from_node())
     result = lint_source(("import torch\n" + source).encode(), "generated.py", RULES)
     assert result.complete, [d.message for d in result.diagnostics if d.code == "SC000"]
+
+
+def test_functions_that_close_over_functions_are_followed_in_linear_time(
+    tmp_path: Path,
+) -> None:
+    """Each nested helper's closure holds the ones before it: a fact that hashed or compared
+    them all would cost 2^40 steps (remembering what a call returned once did)."""
+    helpers = "".join(
+        f"    def f{i}(t):\n        return {f'f{i - 1}(t)' if i else 't'}\n" for i in range(40)
+    )
+    source = (
+        "import torch\n\n\ndef apply(fn, x):\n    return fn(x)\n\n\n"
+        f"def outer(x):\n{helpers}    return apply(f39, x).transpose(1, 2)\n"
+    )
+    (tmp_path / "closures.py").write_text(source, encoding="utf-8")
+    process = subprocess.run(
+        [sys.executable, "-m", "shapecheck", "--no-cache", "--isolated", "closures.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert process.returncode == 0, process.stdout + process.stderr

@@ -50,7 +50,7 @@ class ModuleAnalysis:
     _parents: dict[ast.AST, ast.AST] | None = field(default=None, repr=False)
     _facts: dict[ast.AST, Fact] | None = field(default=None, repr=False)
     _calls: dict[tuple[type[Fact], str], list[ast.Call]] | None = field(default=None, repr=False)
-    _averaged: dict[ast.AST, set[str]] | None = field(default=None, repr=False)
+    _averaged: dict[ast.AST, frozenset[str]] = field(default_factory=dict, repr=False)
     """Per function: how the values that attention weights average are written."""
 
     # --- what rules ask -------------------------------------------------------------------------
@@ -117,19 +117,15 @@ class ModuleAnalysis:
         }
         if len(axes) > 1:
             return True
-        queries, keys = _written(self, product.left_node), _written(self, product.right_node)
+        queries, keys = _written(product.left_node), _written(product.right_node)
         if queries == keys:
             return False  # x @ x.T: self-attention without projections
-        if self._averaged is None:
-            self._averaged = {}
-            for function in self.functions:
-                averaged = self._averaged.setdefault(function.node, set())
-                for node, fact in function.facts.items():
-                    used = fact.product if isinstance(fact, TensorFact) else None
-                    if used is not None and used.node is node and used.left.weights:
-                        averaged.add(_written(self, used.right_node))
-        holder = self.enclosing_function(product.node) or self.module
-        return {queries, keys} <= self._averaged.get(holder, set())
+        holder = next((f for f in self.functions if product.node in f.facts), None)
+        if holder is None:
+            return False
+        if holder.node not in self._averaged:
+            self._averaged[holder.node] = _averaged(holder)
+        return {queries, keys} <= self._averaged[holder.node]
 
     def enclosing_function(self, node: ast.AST) -> FunctionNode | None:
         """The innermost ``def`` holding ``node``."""
@@ -183,8 +179,20 @@ def argument(call: ast.Call, position: int | None, keyword: str) -> ast.expr | N
     return call.args[position]
 
 
-def _written(analysis: ModuleAnalysis, node: ast.expr) -> str:
-    """How a product's operand is written, with a transpose of it taken away
+def _averaged(function: FunctionFacts) -> frozenset[str]:
+    """How the values that attention weights average are written in ``function``."""
+    return frozenset(
+        _written(fact.product.right_node)
+        for node, fact in function.facts.items()
+        if isinstance(fact, TensorFact)
+        and fact.product is not None
+        and fact.product.node is node
+        and fact.product.left.weights
+    )
+
+
+def _written(node: ast.expr) -> str:
+    """A product's operand, structurally, with a transpose of it taken away
     (``k.transpose(1, 2)`` and ``k.mT`` are ``k``)."""
     while True:
         if isinstance(node, ast.Attribute) and node.attr in ("T", "mT"):
@@ -196,7 +204,7 @@ def _written(analysis: ModuleAnalysis, node: ast.expr) -> str:
         ):
             node = node.func.value
         else:
-            return analysis.source(node)
+            return ast.dump(node)
 
 
 def _callee_key(call: ast.Call, facts: dict[ast.AST, Fact]) -> tuple[type[Fact], str] | None:

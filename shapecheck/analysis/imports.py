@@ -20,6 +20,8 @@ def canonical(qualified: str) -> str:
 
 def dotted_name(node: ast.AST) -> str | None:
     """``a.b.c`` for a chain of names and attributes, else ``None``."""
+    if isinstance(node, ast.Name):  # by far the most asked
+        return node.id
     parts: list[str] = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)

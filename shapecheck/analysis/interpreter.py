@@ -109,6 +109,10 @@ class ModuleContext:
     """What the callers in this module agree each parameter is."""
     attribute_names: dict[ast.Attribute, ast.Name] = field(default_factory=dict)
     """The name after the dot of each ``x.attr`` an op is anchored at (see ``attribute_name``)."""
+    inlined: dict[tuple[object, ...], Fact] = field(default_factory=dict)
+    """What a call into the module returned, by callee and argument facts: following a call
+    records nothing, so the same call gives the same answer (``k`` and ``v`` through
+    ``repeat_kv``)."""
 
     def attribute_name(self, node: ast.Attribute) -> ast.Name:
         """``attr`` in ``x.attr`` as a node of its own: ``ast`` gives it no position, and a finding
@@ -1113,11 +1117,27 @@ class Interpreter:
         if self.depth >= INLINE_DEPTH or arguments is None:
             return _unmodelled_call(node)
         model = self.context.classes.get(function.class_name) if function.class_name else None
-        callee = Interpreter(
-            self.context, class_model=model or self.class_model, record=False, depth=self.depth + 1
+        owner = model or self.class_model
+        key: tuple[object, ...] | None = (
+            function.node,
+            owner.name if owner else None,
+            self.depth,
+            *sorted(arguments.items()),
         )
-        callee.inherit(dict(function.closure))
-        returned = callee.run_function(function.node, arguments)
+        if function.closure or any(_closes_over(fact) for fact in arguments.values()):
+            key = None  # a closure holds the environment: hashing it costs more than it saves
+        returned = self.context.inlined.get(key) if key is not None else None
+        if returned is None:
+            callee = Interpreter(
+                self.context,
+                class_model=model or self.class_model,
+                record=False,
+                depth=self.depth + 1,
+            )
+            callee.inherit(dict(function.closure))
+            returned = callee.run_function(function.node, arguments)
+            if key is not None:
+                self.context.inlined[key] = returned
         return _uncertain(returned) if function.uncertain else returned
 
 
@@ -1177,6 +1197,12 @@ def _uncertain(fact: Fact) -> Fact:
     if isinstance(fact, TupleFact):
         return TupleFact(tuple(_uncertain(item) for item in fact.items))
     return fact
+
+
+def _closes_over(fact: Fact) -> bool:
+    if isinstance(fact, FunctionRef):
+        return bool(fact.closure)
+    return isinstance(fact, TupleFact) and any(_closes_over(item) for item in fact.items)
 
 
 def _is_self(node: ast.expr) -> bool:
@@ -1271,10 +1297,14 @@ def _bind_arguments(
     kwargs: dict[str, Argument],
 ) -> dict[str, Fact] | None:
     """Parameter name -> argument fact at one call; ``None`` when the call cannot be mapped.
-    What ``*args`` and ``**kwargs`` collect is left out (they stay unknown there)."""
+    A callee taking ``*args`` or ``**kwargs`` is mapped only where it is a lookup's default
+    (the eager attention): what they collect stays unknown, and following every such call
+    (each Hugging Face ``forward`` takes ``**kwargs``) would cost more than it tells."""
     if any(isinstance(node, ast.Starred) for _, node in args):
         return None
     signature = function.node.args
+    if (signature.vararg or signature.kwarg) and not function.uncertain:
+        return None
     listed = {*signature.posonlyargs, *signature.args}
     params = _callee_parameters(function)
     positional = [param for param in params if param.node in listed]
