@@ -57,7 +57,9 @@ class MissingAttentionScale(Rule):
     No error: the unscaled attention's output differs from the reference
     (`shapecheck.reference`, and `F.scaled_dot_product_attention`) under the same weights, by
     0.12 to 1.3 at the fixtures' small sizes (fixtures/SC301_*.py, `python -m
-    shapecheck.confirm`). Real case: mlc-llm PR#3426.
+    shapecheck.confirm`). Real case: mlc-llm PR#3426. Traps that stay quiet: a similarity that
+    aligns two sequences both ways (ESIM's soft alignment, LoFTR's dual softmax), which is no
+    dot-product attention and is unscaled by design (fixtures/SC301_co_attention.py).
     """
 
     code = "SC301"

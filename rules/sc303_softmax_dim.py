@@ -48,7 +48,10 @@ class SoftmaxDim(Rule):
     No error (a deprecation warning for the implicit dim): the output differs from the
     reference (fixtures/SC303_*.py). Real cases: hyunwoongko/transformer PR#4, PyTorch-NLP#2,
     fastNLP#254, labmlai#146. Traps that stay quiet: 2-D scores with the implicit dim (it is
-    the keys), pooling softmaxes over a sequence axis, selective-kernel attention.
+    the keys), pooling softmaxes over a sequence axis, selective-kernel attention,
+    talking-heads attention that mixes the heads of the scores (the keys stay last), and a
+    similarity normalised over both its axes (ESIM's co-attention, LoFTR's dual softmax:
+    fixtures/SC301_co_attention.py).
     """
 
     code = "SC303"
