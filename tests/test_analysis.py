@@ -507,3 +507,16 @@ def test_a_malformed_pattern_is_no_pattern(pattern: str) -> None:
     from shapecheck.analysis.ops.einops import parse_side
 
     assert parse_side(pattern) is None
+
+
+def test_a_guessed_rank_proves_no_transpose_useless() -> None:
+    """The head split makes ``q`` 4-D on a guess: ``transpose(-1, 3)`` may do something."""
+    source = """\
+        import torch
+
+
+        def f(self, hidden_states):
+            q = self.q_proj(hidden_states).view((*hidden_states.shape[:-1], -1, 4)).transpose(1, 2)
+            return q.transpose(-1, 3)
+        """
+    assert findings(source) == []

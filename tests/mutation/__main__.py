@@ -225,8 +225,8 @@ MUTANTS = [
     Mutant(
         "unmodelled-branch-erases-the-other",
         LATTICE,
-        "        return dataclasses.replace(known, uncertain=True)\n",
-        "        return unknown\n",
+        "return dataclasses.replace(known, uncertain=True)",
+        "return unknown",
         (
             f"{LATTICE_TESTS}::test_an_unmodelled_branch_keeps_the_other_branchs_tensor_as_uncertain",
         ),
@@ -234,8 +234,8 @@ MUTANTS = [
     Mutant(
         "unmodelled-branch-is-certain",
         LATTICE,
-        "        return dataclasses.replace(known, uncertain=True)\n",
-        "        return known\n",
+        "return dataclasses.replace(known, uncertain=True)",
+        "return known",
         (
             f"{LATTICE_TESTS}::test_an_unmodelled_branch_keeps_the_other_branchs_tensor_as_uncertain",
             "tests/test_analysis.py::test_a_rank_known_on_one_branch_proves_no_transpose_useless",
@@ -244,9 +244,16 @@ MUTANTS = [
     Mutant(
         "no-op-transpose-trusts-an-uncertain-rank",
         "shapecheck/analysis/ops/axes.py",
-        "    rank = None if call.receiver.uncertain else call.receiver.rank\n",
-        "    rank = call.receiver.rank\n",
+        "    rank = None if receiver.uncertain or receiver.guess else receiver.rank\n",
+        "    rank = None if receiver.guess else receiver.rank\n",
         ("tests/test_analysis.py::test_a_rank_known_on_one_branch_proves_no_transpose_useless",),
+    ),
+    Mutant(
+        "no-op-transpose-trusts-a-guessed-rank",
+        "shapecheck/analysis/ops/axes.py",
+        "    rank = None if receiver.uncertain or receiver.guess else receiver.rank\n",
+        "    rank = None if receiver.uncertain else receiver.rank\n",
+        ("tests/test_analysis.py::test_a_guessed_rank_proves_no_transpose_useless",),
     ),
     Mutant(
         "flow-accepts-a-forgotten-computed-field",
