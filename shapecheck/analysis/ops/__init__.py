@@ -226,6 +226,13 @@ def functional_names(*names: str) -> list[str]:
     return [f"torch.nn.functional.{name}" for name in names]
 
 
+def kept_contiguous(receiver: TensorFact, rank: int | None) -> Layout | None:
+    """The layout of a view that keeps the memory order of ``receiver`` (with ``rank`` axes
+    now): contiguous where the receiver was, unknown otherwise."""
+    contiguous = receiver.layout is not None and receiver.layout.is_contiguous
+    return Layout.contiguous(rank) if contiguous else None
+
+
 def new_tensor(
     shape: tuple[Dim, ...] | None,
     origin: ast.AST,

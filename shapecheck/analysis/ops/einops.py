@@ -15,8 +15,7 @@ from shapecheck.analysis.dims import Dim, product
 from shapecheck.analysis.facts import Fact, IntFact, TensorFact
 from shapecheck.analysis.imports import dotted_name
 from shapecheck.analysis.lattice import Family, flow
-from shapecheck.analysis.layout import Layout
-from shapecheck.analysis.ops import OpCall, function_op, new_tensor, tensor_op
+from shapecheck.analysis.ops import OpCall, function_op, kept_contiguous, new_tensor, tensor_op
 from shapecheck.analysis.ops.products import contraction, parse_einsum
 
 Group = tuple[str, ...]
@@ -89,11 +88,10 @@ def _pattern(call: OpCall, family: Family | None) -> Fact:
         return _unknown(call)
     sizes = _sizes(call, left, receiver.shape)
     shape = tuple(dim for group in right for dim in _group_size(group, sizes))
-    contiguous = receiver.layout is not None and receiver.layout.is_contiguous
     kept_order = _elementary(left) == [
         axis for axis in _elementary(right) if axis in _elementary(left)
     ]
-    layout = Layout.contiguous(len(shape)) if contiguous and kept_order else None
+    layout = kept_contiguous(receiver, len(shape)) if kept_order else None
     if family is None:
         return new_tensor(shape, call.node, receiver)
     return flow(receiver, family, shape=shape, layout=layout, origin=call.node)

@@ -30,6 +30,7 @@ from shapecheck.analysis.ops import (
     OpContext,
     as_tensor,
     function_op,
+    kept_contiguous,
     new_tensor,
     tensor_op,
     torch_names,
@@ -163,12 +164,11 @@ def _prefixed_view(call: OpCall) -> TensorFact | None:
         others = [size for size in tail if size is not None]
         tail[missing[0]] = receiver.known_last.floordiv(product(others))
     dims = tuple(size if size is not None else Dim.symbol("?") for size in tail)
-    contiguous = receiver.layout is not None and receiver.layout.is_contiguous
     return flow(
         receiver,
         Family.VIEW,
         shape=None,
-        layout=Layout.contiguous(None) if contiguous else None,
+        layout=kept_contiguous(receiver, None),
         origin=call.node,
         prefixed=PrefixedShape(prefix, dims),
     )
@@ -305,8 +305,7 @@ def squeeze(call: OpCall) -> Fact:
             kept = tuple(dim for dim in receiver.shape if dim.value != 1)
             if kept == receiver.shape:
                 return receiver
-            contiguous = receiver.layout is not None and receiver.layout.is_contiguous
-            layout = Layout.contiguous(len(kept)) if contiguous else None
+            layout = kept_contiguous(receiver, len(kept))
             return flow(receiver, Family.VIEW, shape=kept, layout=layout, origin=call.node)
         return _unknown_shape(call)
     if receiver.shape is None or axis is None:
@@ -483,9 +482,7 @@ def view_as_complex(call: OpCall) -> Fact:
     if receiver.shape is None or not receiver.shape or receiver.shape[-1].value != 2:
         return _unknown_shape(call)
     shape = receiver.shape[:-1]
-    layout = (
-        Layout.contiguous(len(shape)) if receiver.layout and receiver.layout.is_contiguous else None
-    )
+    layout = kept_contiguous(receiver, len(shape))
     return flow(
         receiver, Family.VIEW, shape=shape, layout=layout, origin=call.node, dtype="complex"
     )
@@ -498,7 +495,5 @@ def view_as_real(call: OpCall) -> Fact:
     if receiver.shape is None:
         return _unknown_shape(call)
     shape = (*receiver.shape, Dim.constant(2))
-    layout = (
-        Layout.contiguous(len(shape)) if receiver.layout and receiver.layout.is_contiguous else None
-    )
+    layout = kept_contiguous(receiver, len(shape))
     return flow(receiver, Family.VIEW, shape=shape, layout=layout, origin=call.node, dtype=None)
