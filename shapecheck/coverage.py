@@ -25,6 +25,7 @@ from shapecheck.analysis.facts import (
     TensorFact,
     Unknown,
 )
+from shapecheck.analysis.imports import call_name
 from shapecheck.analysis.interpreter import FunctionFacts
 from shapecheck.analysis.observations import AttentionScores
 from shapecheck.diagnostics import Diagnostic
@@ -218,8 +219,7 @@ def _operands(function: FunctionFacts, node: ast.AST) -> list[ast.AST]:
 
 def _op(node: ast.AST) -> str:
     if isinstance(node, ast.Call):
-        func = node.func
-        return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "call")
+        return call_name(node) or "call"
     return _SYNTAX.get(type(node), type(node).__name__)
 
 

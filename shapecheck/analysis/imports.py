@@ -32,6 +32,17 @@ def dotted_name(node: ast.AST) -> str | None:
     return ".".join(reversed(parts))
 
 
+def call_name(node: ast.AST) -> str | None:
+    """The name a call calls, after its last dot: ``view`` for ``x.view(...)``, ``cat`` for
+    ``cat(...)``; ``None`` for anything else."""
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else None
+
+
 def collect_imports(module: ast.Module) -> dict[str, str]:
     """Map each name bound by an import anywhere in ``module`` to what it imports.
 

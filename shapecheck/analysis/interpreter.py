@@ -54,6 +54,8 @@ from shapecheck.analysis.ops import (
     Argument,
     OpCall,
     as_tensor,
+    items_of,
+    string_literal,
 )
 from shapecheck.analysis.ops.arithmetic import arithmetic
 from shapecheck.analysis.ops.axes import last_two_swapped, reversed_axes
@@ -579,7 +581,7 @@ class Interpreter:
                 continue
             fact = self.spliced(self.eval(element.value))
             if isinstance(fact, SizeFact | TupleFact):
-                items.extend(_as_items(fact))
+                items.extend(items_of(fact))
             elif isinstance(fact, ShapePrefix) and position == 0:
                 prefix = fact  # (*x.shape[:-1], -1, d) while x's rank is unknown
             else:
@@ -682,7 +684,7 @@ class Interpreter:
         symbol = _ARITHMETIC.get(type(operator))
         sequences = (SizeFact, TupleFact)
         if symbol == "+" and isinstance(left, sequences) and isinstance(right, sequences):
-            return TupleFact(_as_items(left) + _as_items(right))
+            return TupleFact(items_of(left) + items_of(right))
         if symbol in ("//", "*") and not (
             isinstance(left, TensorFact) or isinstance(right, TensorFact)
         ):
@@ -739,10 +741,8 @@ class Interpreter:
         kind = self._eval(annotation.value)
         if not isinstance(kind, QualifiedName) or not kind.name.startswith("jaxtyping."):
             return None
-        text = pieces[1]
-        if not isinstance(text, ast.Constant) or not isinstance(text.value, str):
-            return None
-        return parse_shape(text.value)
+        text = string_literal(pieces[1])
+        return parse_shape(text) if text is not None else None
 
     def _check_arguments(
         self,
@@ -823,7 +823,7 @@ class Interpreter:
             return self.resolved(fact) or fact
         if isinstance(fact, PrefixedSizes):
             sizes = self.resolved(fact.prefix)
-            return TupleFact((*_as_items(sizes), *fact.tail)) if sizes else fact
+            return TupleFact((*items_of(sizes), *fact.tail)) if sizes else fact
         return fact
 
     def resolved(self, prefix: ShapePrefix) -> SizeFact | None:
@@ -920,7 +920,7 @@ class Interpreter:
                 continue
             fact = self.spliced(self.eval(argument.value))
             if isinstance(fact, SizeFact | TupleFact):
-                args.extend((item, argument) for item in _as_items(fact))
+                args.extend((item, argument) for item in items_of(fact))
             else:  # a prefix of unknown length, or anything else spliced in
                 args.append((fact if isinstance(fact, ShapePrefix) else UNKNOWN, argument))
         for keyword in node.keywords:
@@ -976,11 +976,11 @@ class Interpreter:
         stored = kwargs.get("tensor") or (args[1] if len(args) > 1 else None)
         if named is None or stored is None:
             return
-        written, fact = named[1], stored[0]
+        written, fact = string_literal(named[1]), stored[0]
         if isinstance(fact, TensorFact):
             fact = replace(fact, from_number=None)  # built once, moved with the module
-        if isinstance(written, ast.Constant) and isinstance(written.value, str):
-            key = f"self.{written.value}"
+        if written is not None:
+            key = f"self.{written}"
             self._forget_name(key)
             self.env[key] = fact
             self.paths.add(key)
@@ -1093,13 +1093,10 @@ class Interpreter:
     def _configured_size(self, args: list[Argument]) -> IntFact | None:
         """``getattr(config, "head_dim", hidden // heads)``: a size of its own, named after
         the attribute; whether it is the default the code cannot tell."""
-        owner, default = dotted_name(args[0][1]), args[2][0]
-        written = args[1][1]
-        if owner is None or not isinstance(default, IntFact):
+        owner, written, default = dotted_name(args[0][1]), string_literal(args[1][1]), args[2][0]
+        if owner is None or written is None or not isinstance(default, IntFact):
             return None
-        if not (isinstance(written, ast.Constant) and isinstance(written.value, str)):
-            return None
-        return IntFact(self.symbol(f"{owner}.{written.value}"))
+        return IntFact(self.symbol(f"{owner}.{written}"))
 
     def _inline(
         self,
@@ -1129,10 +1126,7 @@ class Interpreter:
         returned = self.context.inlined.get(key) if key is not None else None
         if returned is None:
             callee = Interpreter(
-                self.context,
-                class_model=model or self.class_model,
-                record=False,
-                depth=self.depth + 1,
+                self.context, class_model=owner, record=False, depth=self.depth + 1
             )
             callee.inherit(dict(function.closure))
             returned = callee.run_function(function.node, arguments)
@@ -1163,12 +1157,12 @@ def _annotated(annotation: ast.expr, name: str) -> Fact:
                 return _annotated(left, name)
             return _annotated(right, name) if _is_none(left) else UNKNOWN
         case ast.Subscript(value=generic, slice=inner):
-            kind = dotted_name(generic) or ""
-            if kind.rsplit(".", 1)[-1] == "Optional":
+            kind = (dotted_name(generic) or "").rsplit(".", 1)[-1]
+            if kind == "Optional":
                 return _annotated(inner, name)
             items = inner.elts if isinstance(inner, ast.Tuple) else [inner]
             fixed = not any(_is_ellipsis(item) for item in items)
-            if kind.rsplit(".", 1)[-1] in ("tuple", "Tuple") and fixed:
+            if kind in ("tuple", "Tuple") and fixed:
                 return TupleFact(tuple(_annotated(item, name) for item in items))
             return UNKNOWN
         case ast.Constant(value=str(text)):
@@ -1449,12 +1443,6 @@ def _literal_int(node: ast.expr) -> int | None:
     if isinstance(node, ast.Constant) and type(node.value) is int:
         return sign * node.value
     return None
-
-
-def _as_items(fact: SizeFact | TupleFact) -> tuple[Fact, ...]:
-    if isinstance(fact, SizeFact):
-        return tuple(IntFact(dim) for dim in fact.dims)
-    return fact.items
 
 
 def _index_tensor(tensor: TensorFact, node: ast.Subscript) -> Fact:

@@ -44,6 +44,7 @@ from shapecheck.analysis.facts import (
     TupleFact,
     Unknown,
 )
+from shapecheck.analysis.imports import call_name
 
 
 class Family(Enum):
@@ -150,12 +151,11 @@ def flow(fact: TensorFact, family: Family, **computed: Any) -> TensorFact:
     return derived
 
 
-def _op_name(node: object) -> str:
+def _op_name(node: ast.AST | None) -> str:
     """The name of the op a node calls (``view`` for ``x.view(...)``); ``indexing``."""
     if isinstance(node, ast.Subscript):
         return "indexing"
-    func = getattr(node, "func", None)
-    return str(getattr(func, "attr", None) or getattr(func, "id", None) or "an op")
+    return (call_name(node) if node is not None else None) or "an op"
 
 
 # --- joins -----------------------------------------------------------------------------------

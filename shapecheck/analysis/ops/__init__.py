@@ -144,9 +144,10 @@ class OpCall:
         return self.context.size(fact, node)
 
 
-def items_of(fact: TupleFact | SizeFact) -> Iterable[Fact]:
+def items_of(fact: TupleFact | SizeFact) -> tuple[Fact, ...]:
+    """The items of a tuple, or of a shape as sizes."""
     if isinstance(fact, SizeFact):
-        return (IntFact(dim) for dim in fact.dims)
+        return tuple(IntFact(dim) for dim in fact.dims)
     return fact.items
 
 
@@ -259,6 +260,13 @@ DTYPES = {
     "torch.double": "float64",
     "torch.bool": "bool",
 }
+
+
+def string_literal(node: ast.expr) -> str | None:
+    """The text of a string literal (``"head_dim"``, an einsum equation), else ``None``."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return None
 
 
 def number(fact: Fact) -> float | None:

@@ -95,13 +95,9 @@ _CAST_METHODS = {
 }
 
 
+@module_op("torch.nn.Dropout", "torch.nn.Identity")
 @tensor_op(functions=[*functional_names("dropout"), "torch.dropout"])
 def dropout(call: OpCall) -> Fact:
-    return flow(call.receiver, Family.SAME_VALUES, origin=call.node)
-
-
-@module_op("torch.nn.Dropout", "torch.nn.Identity")
-def dropout_module(call: OpCall) -> Fact:
     return flow(call.receiver, Family.SAME_VALUES, origin=call.node)
 
 

@@ -103,7 +103,7 @@ def _softmax(
         if not dim_unknown and scores.shape is not None:
             rank = len(scores.shape)
             implicit = dim is None
-            axis = (0 if rank in (0, 1, 3) else 1) if implicit else dim
+            axis = _implicit_axis(rank) if implicit else dim
             keys = product.key_axis % rank if rank else None
             same_keys = (
                 keys is not None
@@ -139,13 +139,9 @@ def _softmax(
     )
 
 
+@module_op("torch.nn.CrossEntropyLoss")
 @tensor_op(functions=functional_names("cross_entropy"))
 def cross_entropy(call: OpCall) -> Fact:
-    return TensorFact(shape=(), origin=call.node)
-
-
-@module_op("torch.nn.CrossEntropyLoss")
-def cross_entropy_module(call: OpCall) -> Fact:
     return TensorFact(shape=(), origin=call.node)
 
 
@@ -156,5 +152,10 @@ def _axis(scores: TensorFact, dim: int | None) -> int | None:
     if rank is None:
         return dim if dim is not None and dim >= 0 else None
     if dim is None:
-        return 0 if rank in (0, 1, 3) else 1
+        return _implicit_axis(rank)
     return dim % rank if -rank <= dim < rank else None
+
+
+def _implicit_axis(rank: int) -> int:
+    """The axis a softmax without ``dim`` picks (PyTorch's legacy rule)."""
+    return 0 if rank in (0, 1, 3) else 1

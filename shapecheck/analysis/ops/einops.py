@@ -8,15 +8,22 @@ there on.
 
 from __future__ import annotations
 
-import ast
 import re
 
 from shapecheck.analysis.dims import Dim, product
 from shapecheck.analysis.facts import Fact, IntFact, TensorFact
 from shapecheck.analysis.imports import dotted_name
 from shapecheck.analysis.lattice import Family, flow
-from shapecheck.analysis.ops import OpCall, function_op, kept_contiguous, new_tensor, tensor_op
+from shapecheck.analysis.ops import (
+    OpCall,
+    function_op,
+    kept_contiguous,
+    new_tensor,
+    string_literal,
+    tensor_op,
+)
 from shapecheck.analysis.ops.products import contraction, parse_einsum
+from shapecheck.analysis.ops.views import unknown_shape
 
 Group = tuple[str, ...]
 """One axis of a pattern side: a name (``("h",)``), a composition (``("h", "d")``), ``("1",)``
@@ -64,28 +71,24 @@ def reduce(call: OpCall) -> Fact:
 @function_op("einops.einsum")
 def einsum(call: OpCall) -> Fact:
     """``einsum(q, k, "b h i d, b h j d -> b h i j")``: the tensors first, the pattern last."""
-    equation = _text(call.args[-1][1]) if call.args else None
+    equation = string_literal(call.args[-1][1]) if call.args else None
     parsed = parse_einsum(equation, letters=False) if equation is not None else None
     if parsed is None or len(call.args) != 3:
         return TensorFact(origin=call.node, scaling=None)
     return contraction(call, parsed, call.args[0], call.args[1])
 
 
-def _text(node: ast.expr) -> str | None:
-    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
-
-
 def _pattern(call: OpCall, family: Family | None) -> Fact:
     """The shape a pattern gives (``family`` ``None``: a reduction, new values)."""
     given = call.get(0, "pattern")
-    text = _text(given[1]) if given is not None else None
+    text = string_literal(given[1]) if given is not None else None
     sides = text.split("->") if text is not None else []
     left, right = (parse_side(side) for side in sides) if len(sides) == 2 else (None, None)
     if left is None or right is None:
-        return _unknown(call)
+        return unknown_shape(call)
     receiver = _with_rank(call, left)
     if receiver.shape is None or not _fits(left, receiver.shape):
-        return _unknown(call)
+        return unknown_shape(call)
     sizes = _sizes(call, left, receiver.shape)
     shape = tuple(dim for group in right for dim in _group_size(group, sizes))
     kept_order = _elementary(left) == [
@@ -95,10 +98,6 @@ def _pattern(call: OpCall, family: Family | None) -> Fact:
     if family is None:
         return new_tensor(shape, call.node, receiver)
     return flow(receiver, family, shape=shape, layout=layout, origin=call.node)
-
-
-def _unknown(call: OpCall) -> TensorFact:
-    return flow(call.receiver, Family.VIEW, shape=None, layout=None, origin=call.node)
 
 
 def _with_rank(call: OpCall, left: list[Group]) -> TensorFact:
@@ -164,8 +163,10 @@ def _atom(name: str, sizes: dict[str, Dim]) -> list[Dim]:
 def _group_size(group: Group, sizes: dict[str, Dim]) -> list[Dim]:
     """The sizes one output group stands for (``...`` stands for several)."""
     if group == ("...",):
-        spanned = sorted(name for name in sizes if name.startswith("..."))
-        return [sizes[name] for name in sorted(spanned, key=lambda name: int(name[3:]))]
+        spanned = sorted(
+            (name for name in sizes if name.startswith("...")), key=lambda n: int(n[3:])
+        )
+        return [sizes[name] for name in spanned]
     members = [_atom(name, sizes) for name in group]
     if any(not member for member in members):
         return [Dim.symbol("?")]

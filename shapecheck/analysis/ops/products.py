@@ -11,6 +11,7 @@ from shapecheck.analysis.facts import (
     UNKNOWN,
     Fact,
     Product,
+    ScaleEvidence,
     TensorFact,
     scale_of,
 )
@@ -29,6 +30,7 @@ from shapecheck.analysis.ops import (
     functional_names,
     module_op,
     new_tensor,
+    string_literal,
     tensor_op,
     torch_names,
 )
@@ -58,9 +60,7 @@ def matrix_product(
             context.observe(
                 SizeMismatch(node, "matrix product inner axes", left.shape[-1], right.shape[-2])
             )
-    scaling = None
-    if left.scaling is not None and right.scaling is not None:
-        scaling = left.scaling + right.scaling
+    scaling = _joint_scaling(left, right)
     key_size = right.shape[-1] if right.shape else None
     product = Product(node, left, right, left_node, right_node, -1, -2, -1, key_size)
     if right.is_linear_weight:
@@ -68,6 +68,13 @@ def matrix_product(
     if left.masked_weights is not None:
         context.observe(MaskAfterSoftmax(left.masked_weights))
     return new_tensor(shape, node, left, right, scaling=scaling, product=product)
+
+
+def _joint_scaling(left: TensorFact, right: TensorFact) -> tuple[ScaleEvidence, ...] | None:
+    """A product's scaling: both operands' scalings, where both are known."""
+    if left.scaling is None or right.scaling is None:
+        return None
+    return left.scaling + right.scaling
 
 
 @tensor_op("matmul", "bmm", "mm", functions=torch_names("matmul", "bmm", "mm"))
@@ -110,7 +117,7 @@ def baddbmm(call: OpCall) -> Fact:
 def einsum(call: OpCall) -> Fact:
     """``torch.einsum("bhid,bhjd->bhij", q, k)``: one letter per axis, spaces ignored."""
     equation = call.get(0, "equation")
-    written = _string_value(equation[1]) if equation is not None else None
+    written = string_literal(equation[1]) if equation is not None else None
     if written is None or len(call.args) != 3:
         return TensorFact(origin=call.node, scaling=None)
     parsed = parse_einsum(written, letters=True)
@@ -157,9 +164,7 @@ def contraction(call: OpCall, parsed: EinsumAxes, first: Argument, second: Argum
                     what = f"einsum axis `{letter}` of both operands"
                     call.context.observe(SizeMismatch(call.node, what, seen, dim))
     shape = tuple(letter_sizes.get(letter, Dim.symbol("?")) for letter in output)
-    scaling = None
-    if left.scaling is not None and right.scaling is not None:
-        scaling = left.scaling + right.scaling
+    scaling = _joint_scaling(left, right)
     if len(contracted) != 1:
         return new_tensor(shape, call.node, left, right, scaling=scaling)
     mixed = _mixed_scores((left, left_letters), (right, right_letters), output, contracted[0])
@@ -207,12 +212,6 @@ def _mixed_scores(
     return None
 
 
-def _string_value(node: ast.expr) -> str | None:
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value
-    return None
-
-
 @tensor_op(functions=functional_names("linear"))
 def linear_function(call: OpCall) -> Fact:
     weight = call.tensor_arg(0, "weight")
@@ -256,16 +255,8 @@ def _projected(call: OpCall, out: Dim | None) -> TensorFact:
 
 
 @module_op(*NORMS)
-def norm_module(call: OpCall) -> Fact:
-    return _normalised(call)
-
-
 @tensor_op(functions=functional_names("layer_norm", "rms_norm"))
-def norm_function(call: OpCall) -> Fact:
-    return _normalised(call)
-
-
-def _normalised(call: OpCall) -> TensorFact:
+def normalised(call: OpCall) -> Fact:
     # a norm's learned gain acts as a temperature on q and k (QK-norm): scaling unknown
     return new_tensor(call.receiver.shape, call.node, call.receiver, scaling=None)
 

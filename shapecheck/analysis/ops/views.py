@@ -37,7 +37,7 @@ from shapecheck.analysis.ops import (
 )
 
 
-def _unknown_shape(call: OpCall) -> TensorFact:
+def unknown_shape(call: OpCall) -> TensorFact:
     """The receiver, reshaped in a way the analysis cannot tell."""
     return flow(call.receiver, Family.VIEW, shape=None, layout=None, origin=call.node)
 
@@ -74,7 +74,7 @@ def _view_like(call: OpCall, sizes: list[Dim | None] | None, *, copies: bool) ->
     """``view`` (``copies=False``) or ``reshape`` (copies when a view is impossible)."""
     receiver = call.receiver
     if sizes is None:
-        return _unknown_shape(call)
+        return unknown_shape(call)
     shape = _target_shape(receiver, sizes)
     layout = _view_layout(call, shape, copies=copies)
     if layout is _FAILED_VIEW:
@@ -190,7 +190,7 @@ def flatten(call: OpCall) -> Fact:
     start = 0 if start is None and call.get(0, "start_dim") is None else start
     end = -1 if end is None and call.get(1, "end_dim") is None else end
     if not receiver.shape or start is None or end is None:
-        return _unknown_shape(call)  # unknown, or 0-d (flattened to one axis of size 1)
+        return unknown_shape(call)  # unknown, or 0-d (flattened to one axis of size 1)
     rank = len(receiver.shape)
     first, last = start % rank, end % rank
     merged = product(receiver.shape[first : last + 1])
@@ -205,7 +205,7 @@ def unflatten(call: OpCall) -> Fact:
     split = call.sizes(1, 2)
     position = receiver.normalise_axis(axis) if axis is not None else None
     if receiver.shape is None or position is None or split is None:
-        return _unknown_shape(call)
+        return unknown_shape(call)
     sizes: list[Dim | None] = [*receiver.shape[:position], *split, *receiver.shape[position + 1 :]]
     return _view_like(call, sizes, copies=True)
 
@@ -215,7 +215,7 @@ def repeat(call: OpCall) -> Fact:
     receiver = call.receiver
     counts = call.sizes(0)
     if counts is None or receiver.shape is None or len(counts) < len(receiver.shape):
-        return _unknown_shape(call)
+        return unknown_shape(call)
     padded = (Dim.constant(1),) * (len(counts) - len(receiver.shape)) + receiver.shape
     shape = tuple(
         dim * count if count is not None else Dim.symbol("?")
@@ -232,11 +232,11 @@ def repeat_interleave(call: OpCall) -> Fact:
     count = call.get(0, "repeats")
     axis = call.int_arg(1, "dim")
     if receiver.shape is None or count is None or axis is None:
-        return _unknown_shape(call)
+        return unknown_shape(call)
     position = receiver.normalise_axis(axis)
     times = call.context.size(*count)
     if position is None or times is None:
-        return _unknown_shape(call)
+        return unknown_shape(call)
     shape = list(receiver.shape)
     shape[position] = shape[position] * times
     return flow(
@@ -280,10 +280,10 @@ def unsqueeze(call: OpCall) -> Fact:
     receiver = call.receiver
     axis = call.int_arg(0, "dim")
     if receiver.shape is None or axis is None:
-        return _unknown_shape(call)
+        return unknown_shape(call)
     rank = len(receiver.shape) + 1
     if not -rank <= axis < rank:
-        return _unknown_shape(call)
+        return unknown_shape(call)
     position = axis % rank
     shape = (*receiver.shape[:position], Dim.constant(1), *receiver.shape[position:])
     layout = receiver.layout.materialise(rank - 1) if receiver.layout else None
@@ -307,12 +307,12 @@ def squeeze(call: OpCall) -> Fact:
                 return receiver
             layout = kept_contiguous(receiver, len(kept))
             return flow(receiver, Family.VIEW, shape=kept, layout=layout, origin=call.node)
-        return _unknown_shape(call)
+        return unknown_shape(call)
     if receiver.shape is None or axis is None:
-        return _unknown_shape(call)
+        return unknown_shape(call)
     position = receiver.normalise_axis(axis)
     if position is None or receiver.shape[position].value != 1:
-        return _unknown_shape(call)
+        return unknown_shape(call)
     layout = receiver.layout.materialise(len(receiver.shape)) if receiver.layout else None
     return flow(
         receiver,
@@ -328,7 +328,7 @@ def expand(call: OpCall) -> Fact:
     receiver = call.receiver
     sizes = call.sizes(0)
     if sizes is None or receiver.shape is None or len(sizes) < len(receiver.shape):
-        return _unknown_shape(call)
+        return unknown_shape(call)
     leading = len(sizes) - len(receiver.shape)
     shape: list[Dim] = []
     broadcast: list[int] = []
@@ -343,7 +343,7 @@ def expand(call: OpCall) -> Fact:
             shape.append(size)
             broadcast.append(index - leading)
         else:
-            return _unknown_shape(call)
+            return unknown_shape(call)
     layout = receiver.layout.materialise(len(receiver.shape)) if receiver.layout else None
     return flow(
         receiver,
@@ -359,7 +359,7 @@ def _pieces(call: OpCall, count: int | None, axis: int | None, piece_size: Dim |
     if count is None:
         return UNKNOWN
     if receiver.shape is None or axis is None:
-        return TupleFact(tuple(_unknown_shape(call) for _ in range(count)))
+        return TupleFact(tuple(unknown_shape(call) for _ in range(count)))
     position = receiver.normalise_axis(axis)
     if position is None:
         return UNKNOWN
@@ -480,7 +480,7 @@ def view_as_complex(call: OpCall) -> Fact:
     """``[..., 2]`` real pairs read as ``[...]`` complex numbers (LLaMA's rotary embedding)."""
     receiver = call.receiver
     if receiver.shape is None or not receiver.shape or receiver.shape[-1].value != 2:
-        return _unknown_shape(call)
+        return unknown_shape(call)
     shape = receiver.shape[:-1]
     layout = kept_contiguous(receiver, len(shape))
     return flow(
@@ -493,7 +493,7 @@ def view_as_real(call: OpCall) -> Fact:
     """``[...]`` complex numbers read as ``[..., 2]`` real pairs."""
     receiver = call.receiver
     if receiver.shape is None:
-        return _unknown_shape(call)
+        return unknown_shape(call)
     shape = (*receiver.shape, Dim.constant(2))
     layout = kept_contiguous(receiver, len(shape))
     return flow(receiver, Family.VIEW, shape=shape, layout=layout, origin=call.node, dtype=None)
