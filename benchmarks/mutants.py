@@ -19,19 +19,22 @@ from __future__ import annotations
 
 import argparse
 import ast
+import itertools
 import random
 import re
-import sys
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from repository import CORPORA, _prepare
+from repository import CORPORA, prepare
 
 from shapecheck.analysis import analyse
+from shapecheck.analysis.imports import call_name
+from shapecheck.coverage import percent
 from shapecheck.rule import Rule, all_rules
+from shapecheck.source import Lines
 
 
 @dataclass(frozen=True)
@@ -46,22 +49,19 @@ class Edit:
 class Source:
     """A file's text and its parse, with character offsets of nodes."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, module: ast.Module) -> None:
         self.text = text
-        self.module = ast.parse(text)
-        self.starts = [0]
-        for line in text.splitlines(keepends=True):
-            self.starts.append(self.starts[-1] + len(line))
-        self.encoded = [line.encode() for line in text.splitlines(keepends=True)]
-
-    def offset(self, line: int, byte_column: int) -> int:
-        return self.starts[line - 1] + len(self.encoded[line - 1][:byte_column].decode())
+        self.module = module
+        self.lines = Lines(text)
+        self.starts = list(itertools.accumulate(map(len, self.lines.lines), initial=0))
 
     def start(self, node: ast.AST) -> int:
-        return self.offset(node.lineno, node.col_offset)  # type: ignore[attr-defined]
+        line, column, _, _ = self.lines.span(node)
+        return self.starts[line - 1] + column
 
     def end(self, node: ast.AST) -> int:
-        return self.offset(node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined]
+        _, _, line, column = self.lines.span(node)
+        return self.starts[line - 1] + column
 
     def code(self, node: ast.AST) -> str:
         return self.text[self.start(node) : self.end(node)]
@@ -107,7 +107,7 @@ def _swaps_heads(node: ast.AST) -> ast.Call | None:
     if call is None:
         return None
     axes = _ints(call)
-    if call.func.attr == "transpose" and axes in HEAD_SWAPS:  # type: ignore[union-attr]
+    if call_name(call) == "transpose" and axes in HEAD_SWAPS:
         return call
     return call if axes == HEAD_PERMUTATION else None
 
@@ -415,13 +415,7 @@ def _mutated(text: str, edit: Edit) -> str:
     return text[: edit.start] + edit.text + text[edit.end :]
 
 
-def _findings(text: str, rules: list[Rule]) -> Counter[str] | None:
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            module = ast.parse(text)
-    except SyntaxError:
-        return None
+def _findings(module: ast.Module, text: str, rules: list[Rule]) -> Counter[str]:
     analysis = analyse(module, text)
     return Counter(rule.code for rule in rules for _ in rule.check(analysis))
 
@@ -438,15 +432,16 @@ def main() -> None:
     parser.add_argument("--show-missed", metavar="OPERATOR", help="print the missed mutants")
     options = parser.parse_args()
     names = list(dict.fromkeys(options.corpus or corpora))
-    _prepare(names, options.corpora)
+    prepare(names, options.corpora)
     rules = [rule() for rule in all_rules()]
     totals: dict[str, list[int]] = {operator.name: [0, 0, 0] for operator in OPERATORS}
     print(f"{'operator':42} {'corpus':15} {'sites':>6} {'checked':>8} {'found':>6} {'recall':>7}")
     for corpus in names:
         files = sorted((options.corpora / corpus / CORPORA[corpus]).rglob("*.py"))
         texts = {path: path.read_text(encoding="utf-8", errors="replace") for path in files}
-        parsed = {path: Source(text) for path, text in texts.items() if _parses(text)}
-        originals: dict[Path, Counter[str] | None] = {}
+        modules = {path: _parsed(text) for path, text in texts.items()}
+        parsed = {path: Source(texts[path], module) for path, module in modules.items() if module}
+        originals: dict[Path, Counter[str]] = {}
         for operator in OPERATORS:
             sites = [
                 Mutant(path, edit)
@@ -458,14 +453,16 @@ def main() -> None:
             )
             checked = found = 0
             for mutant in chosen:
-                original = texts[mutant.path]
+                source = parsed[mutant.path]
+                original = source.text
                 text = _mutated(original, mutant.edit)
-                if not _is_real_mutant(original, text):
+                mutated = _parsed(text)
+                # a real mutant parses and its tree differs from the original's
+                if mutated is None or ast.dump(mutated) == ast.dump(source.module):
                     raise AssertionError(f"{operator.name}: {mutant} does not change the code")
                 if mutant.path not in originals:
-                    originals[mutant.path] = _findings(original, rules)
-                before, after = originals[mutant.path], _findings(text, rules)
-                assert before is not None and after is not None
+                    originals[mutant.path] = _findings(source.module, original, rules)
+                before, after = originals[mutant.path], _findings(mutated, text, rules)
                 checked += 1
                 if sum(after[c] for c in operator.codes) > sum(before[c] for c in operator.codes):
                     found += 1
@@ -481,36 +478,24 @@ def main() -> None:
             ]
             print(
                 f"{operator.name:42} {corpus:15} {len(sites):6} {checked:8} {found:6} "
-                f"{_percent(found, checked):>7}"
+                f"{percent(found, checked):>7}"
             )
     print(f"\n{'operator':42} {'sites':>6} {'checked':>8} {'found':>6} {'recall':>7}")
     for name, (sites_count, checked, found) in totals.items():
-        print(f"{name:42} {sites_count:6} {checked:8} {found:6} {_percent(found, checked):>7}")
+        print(f"{name:42} {sites_count:6} {checked:8} {found:6} {percent(found, checked):>7}")
     checked = sum(total[1] for total in totals.values())
     found = sum(total[2] for total in totals.values())
-    print(f"{'all operators':42} {'':6} {checked:8} {found:6} {_percent(found, checked):>7}")
+    print(f"{'all operators':42} {'':6} {checked:8} {found:6} {percent(found, checked):>7}")
 
 
-def _parses(text: str) -> bool:
+def _parsed(text: str) -> ast.Module | None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            ast.parse(text)
+            return ast.parse(text)
     except SyntaxError:
-        return False
-    return True
-
-
-def _is_real_mutant(original: str, mutated: str) -> bool:
-    """The mutant parses and its tree differs from the original's."""
-    if not _parses(mutated):
-        return False
-    return ast.dump(ast.parse(original)) != ast.dump(ast.parse(mutated))
-
-
-def _percent(part: int, whole: int) -> str:
-    return f"{100 * part / whole:.0f}%" if whole else "-"
+        return None
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -120,7 +120,7 @@ def main() -> None:
     repeat = 1 if options.quick else options.repeat
     corpora = list(dict.fromkeys(options.corpus or WHEELS))
 
-    _prepare(["timm", *corpora], options.corpora)  # timm also gives the pre-commit file
+    prepare(["timm", *corpora], options.corpora)  # timm also gives the pre-commit file
     notes: list[str] = []
     shapecheck = _executable("shapecheck")
     has_libcst = importlib.util.find_spec("libcst") is not None
@@ -150,7 +150,7 @@ def main() -> None:
     _startup_table(_measure(startup, Path(), STARTUP_REPEAT, "start-up"))
 
 
-def _prepare(names: Sequence[str], folder: Path) -> None:
+def prepare(names: Sequence[str], folder: Path) -> None:
     """Download the wheels not unpacked yet, and unpack each into ``folder/<name>/``."""
     missing = [name for name in dict.fromkeys(names) if not (folder / name).is_dir()]
     if not missing:
