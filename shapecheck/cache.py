@@ -1,11 +1,14 @@
 """Results cache: a file whose content was checked before is not parsed again.
 
 Entries live in ``<cache dir>/<fingerprint>/<hash of the content>.json``. The fingerprint
-covers the shapecheck version, its own source files (so an edited rule invalidates
-everything) and the rules that run; the key is the file's content, not its path or mtime,
-so a checkout, a rename or a ``touch`` costs nothing. Each entry is written to a temporary
-file and renamed into place: concurrent runs see a whole entry or none, never half of one,
-and an entry that cannot be read is simply a miss.
+covers the shapecheck version, the Python that runs it (which decides what parses), its own
+source files (so an edited rule invalidates everything) and the rules that run; the key is
+the file's content, not its path or mtime, so a checkout, a rename or a ``touch`` costs
+nothing. Each entry is written to a temporary file and renamed into place: concurrent runs
+see a whole entry or none, never half of one. An entry that cannot be read, or holds
+anything but diagnostics of the rules that run, is a miss: the file is checked again and the
+entry rewritten. Entries get the permissions of any file the user creates (the umask), so a
+cache shared by a team hits for everyone.
 
 This module must stay cheap to import: a warm run never imports the analysis or the rules.
 """
@@ -15,13 +18,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
+import sys
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from pathlib import Path
+from typing import Any
 
 from shapecheck import __version__
-from shapecheck.diagnostics import Diagnostic, FixEdits, TextEdit
+from shapecheck.diagnostics import INPUT_ERROR_CODE, Diagnostic, FixEdits, TextEdit
+from shapecheck.files import read_regular_file
 
 DEFAULT_DIRECTORY = ".shapecheck_cache"
 
@@ -30,21 +35,32 @@ class ResultCache:
     def __init__(self, directory: Path, codes: Sequence[str]) -> None:
         self.root = directory
         self.folder = directory / _fingerprint(codes)
+        self.codes = frozenset([*codes, INPUT_ERROR_CODE])
 
     def get(self, path: str, data: bytes) -> list[Diagnostic] | None:
         """The diagnostics stored for ``data``, reported at ``path``; ``None`` on a miss."""
         try:
-            entries = json.loads((self.folder / _key(data)).read_bytes())
-            return [_diagnostic(path, entry) for entry in entries]
-        except (OSError, ValueError, KeyError, TypeError):
+            entries = json.loads(read_regular_file(self.folder / _key(data)))
+        except (OSError, ValueError, RecursionError):
             return None
+        if not isinstance(entries, list):
+            return None
+        diagnostics: list[Diagnostic] = []
+        for entry in entries:
+            diagnostic = _diagnostic(path, entry, self.codes)
+            if diagnostic is None:
+                return None  # never trusted in part: the file is checked again
+            diagnostics.append(diagnostic)
+        return diagnostics
 
     def put(self, data: bytes, diagnostics: Sequence[Diagnostic]) -> None:
         """Store ``diagnostics`` for ``data``; a cache that cannot be written is skipped."""
         entries = [{**asdict(diagnostic), "path": None} for diagnostic in diagnostics]
+        temporary = self.folder / f"{_key(data)}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
         try:
             self._prepare()
-            descriptor, temporary = tempfile.mkstemp(dir=self.folder, suffix=".tmp")
+            # not mkstemp, whose files only their owner may read: the umask decides
+            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
             try:
                 with os.fdopen(descriptor, "w", encoding="utf-8") as file:
                     json.dump(entries, file)
@@ -75,8 +91,10 @@ def _key(data: bytes) -> str:
 
 
 def _fingerprint(codes: Sequence[str]) -> str:
-    """Version, the size and mtime of each of shapecheck's own files, and the rules run."""
-    digest = hashlib.sha256(f"{__version__}\0{','.join(sorted(codes))}".encode())
+    """Version, the Python that runs it, the size and mtime of each of shapecheck's own
+    files, and the rules run."""
+    python = f"{sys.implementation.name} {sys.version}"
+    digest = hashlib.sha256(f"{__version__}\0{python}\0{','.join(sorted(codes))}".encode())
     for location in _source_folders():
         for folder, _, files in sorted(os.walk(location)):
             for name in sorted(files):
@@ -96,12 +114,57 @@ def _source_folders() -> list[str]:
     return [package, *outside]
 
 
-def _diagnostic(path: str, entry: dict[str, object]) -> Diagnostic:
+_DIAGNOSTIC_FIELDS = {field.name for field in fields(Diagnostic)}
+_FIX_FIELDS = {field.name for field in fields(FixEdits)}
+_EDIT_FIELDS = {field.name for field in fields(TextEdit)}
+_PLACE = ("line", "column", "end_line", "end_column")
+
+
+def _diagnostic(path: str, entry: Any, codes: frozenset[str]) -> Diagnostic | None:
+    """The diagnostic an entry records, reported at ``path``; ``None`` unless the entry has
+    exactly the shape :meth:`ResultCache.put` writes, for one of the rules ``codes``."""
+    if not isinstance(entry, dict) or set(entry) != _DIAGNOSTIC_FIELDS or entry["path"] is not None:
+        return None
+    texts = (entry["code"], entry["name"], entry["message"], entry["anchor"])
+    if not (
+        _is_place(entry)
+        and all(isinstance(text, str) for text in texts)
+        and entry["code"] in codes
+        and entry["severity"] in ("error", "warning")
+    ):
+        return None
     fix = entry["fix"]
-    if isinstance(fix, dict):
-        edits = tuple(TextEdit(**edit) for edit in fix["edits"])
-        entry = {
-            **entry,
-            "fix": FixEdits(fix["description"], fix["safe"], edits, fix["keeps_results"]),
-        }
-    return Diagnostic(**{**entry, "path": path})  # type: ignore[arg-type]
+    if fix is None:
+        return Diagnostic(**{**entry, "path": path})
+    if not isinstance(fix, dict) or set(fix) != _FIX_FIELDS:
+        return None
+    edits = fix["edits"]
+    if not (
+        isinstance(fix["description"], str)
+        and isinstance(fix["safe"], bool)
+        and isinstance(fix["keeps_results"], bool)
+        and isinstance(edits, list)
+        and all(_is_edit(edit) for edit in edits)
+    ):
+        return None
+    recorded = FixEdits(
+        fix["description"],
+        fix["safe"],
+        tuple(TextEdit(**edit) for edit in edits),
+        fix["keeps_results"],
+    )
+    return Diagnostic(**{**entry, "path": path, "fix": recorded})
+
+
+def _is_edit(edit: Any) -> bool:
+    return (
+        isinstance(edit, dict)
+        and set(edit) == _EDIT_FIELDS
+        and _is_place(edit)
+        and isinstance(edit["content"], str)
+    )
+
+
+def _is_place(entry: dict[str, Any]) -> bool:
+    """Lines and columns are counted from 1 (``type(...) is int``: JSON's true is a bool)."""
+    return all(type(entry[name]) is int and entry[name] >= 1 for name in _PLACE)

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from shapecheck.baseline import Key as BaselineKey
     from shapecheck.diagnostics import Diagnostic, FileResult
     from shapecheck.rule import Rule
+    from shapecheck.run import Target
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -208,6 +209,8 @@ def main(
         rules = [rule() for rule in all_rules() if rule.code in codes]
         _fix(targets, settings, rules, diff, output)
     recorded_before = _read_baseline(baseline_path) if baseline_path is not None else None
+    if write_baseline is not None:
+        _check_baseline_target(write_baseline)
     cache = None
     if not no_cache:
         from shapecheck.cache import DEFAULT_DIRECTORY, ResultCache
@@ -235,14 +238,24 @@ def _read_baseline(path: Path) -> Counter[BaselineKey]:
         raise InputError(str(error)) from error
 
 
+def _check_baseline_target(path: Path) -> None:
+    """Refuse a path a baseline must not replace before checking anything, not after."""
+    from shapecheck.baseline import BaselineError, check_baseline_target
+
+    try:
+        check_baseline_target(path)
+    except BaselineError as error:
+        raise InputError(_printable(str(error))) from error
+
+
 def _write_baseline(path: Path, diagnostics: list[Diagnostic]) -> NoReturn:
-    from shapecheck.baseline import write_baseline
+    from shapecheck.baseline import BaselineError, write_baseline
 
     try:
         recorded = write_baseline(path, diagnostics)
-    except OSError as error:
-        raise InputError(f"{path}: cannot write: {error.strerror}") from error
-    click.echo(f"{count(recorded, 'finding')} recorded in {path}", err=True)
+    except BaselineError as error:
+        raise InputError(_printable(str(error))) from error
+    click.echo(f"{count(recorded, 'finding')} recorded in {_printable(str(path))}", err=True)
     sys.exit(EXIT_CLEAN)
 
 
@@ -268,11 +281,15 @@ class Output:
     ) -> NoReturn:
         """Print the report and exit: 2 when a file could not be checked (or fixed), 1 for
         findings unless ``--exit-zero``, else 0."""
+        from dataclasses import replace
+
         from shapecheck import report
 
         if self.statistics:
             text = report.statistics(diagnostics, self.output_format, self.unsafe)
         else:
+            if self.output_format in ("text", "github"):  # json and sarif escape on their own
+                diagnostics = [replace(d, path=_printable(d.path)) for d in diagnostics]
             text = report.render(
                 diagnostics,
                 self.output_format,
@@ -291,18 +308,21 @@ class Output:
 
 
 def _fix(
-    targets: list[tuple[str, bytes | None]],
+    targets: list[Target],
     settings: Settings,
     rules: list[Rule],
     diff: bool,
     output: Output,
 ) -> NoReturn:
     """``--fix`` writes each fixed file (stdin: prints it) and reports what remains;
-    ``--diff`` prints what it would change and exits 1 if anything."""
-    from shapecheck.diagnostics import FileResult
-    from shapecheck.fixer import FixError, fix_source, write_atomically
+    ``--diff`` prints what it would change and exits 1 if anything. A file that cannot be
+    fixed or written keeps its findings in the report, and the exit status is 2."""
+    from shapecheck.diagnostics import INPUT_ERROR_CODE, FileResult
+    from shapecheck.fixer import FixError, fix_source
+    from shapecheck.linter import lint_parsed
     from shapecheck.run import failure, read
     from shapecheck.source import Source, parse_source
+    from shapecheck.writing import WriteError, write_file
 
     keep = settings.keeps
     results: list[FileResult] = []
@@ -313,35 +333,46 @@ def _fix(
         if isinstance(raw, FileResult):
             results.append(raw)
             continue
+        # stdin gets the source back unchanged when it cannot be fixed: an editor that
+        # replaces its buffer with the output must never get an empty one
+        printed = raw
         source = parse_source(raw, path)
         if not isinstance(source, Source):
             results.append(FileResult(path, [source]))
-            continue
-        try:
-            outcome = fix_source(source, rules, keep, output.unsafe)
-            fixed += outcome.fixed
-            results.append(outcome.remaining)
-            if diff:
-                _print_diff(path, raw, outcome.data, source.encoding)
-            elif data is not None:
-                sys.stdout.buffer.write(outcome.data)  # stdin: the fixed source
-            elif outcome.data != raw:
-                write_atomically(path, outcome.data)
-        except FixError as error:
-            click.echo(f"{path}: {error}; left unchanged", err=True)
-            failed = True
-        except Exception as error:  # a bug in shapecheck must not stop the other files
-            results.append(failure(path, error))
+        else:
+            try:
+                outcome = fix_source(source, rules, keep, output.unsafe, original=raw)
+                if diff:
+                    _print_diff(path, raw, outcome.data, source.encoding)
+                elif data is None and outcome.fixed:
+                    write_file(path, outcome.data, expected=raw)
+                printed = outcome.data
+                fixed += outcome.fixed
+                results.append(outcome.remaining)
+            except (FixError, WriteError) as error:
+                click.echo(f"{_printable(path)}: {error}; left unchanged", err=True)
+                failed = True
+                found = lint_parsed(source, rules).diagnostics
+                results.append(FileResult(path, [d for d in found if keep(d)]))
+            except Exception as error:  # a bug in shapecheck must not stop the other files
+                results.append(failure(path, error))
+        if data is not None and not diff:
+            sys.stdout.buffer.write(printed)
     if diff:
+        # a file that could not be read, parsed or checked has no diff to show: say so
+        for problem in (d for result in results for d in result.diagnostics):
+            if problem.code == INPUT_ERROR_CODE:
+                click.echo(f"{_printable(problem.path)}: {problem.message}", err=True)
+        failed = failed or any(result.unreadable for result in results)
         click.echo(f"{count(fixed, 'fix')} would be applied", err=True)
         sys.exit(EXIT_ERROR if failed else EXIT_FINDINGS if fixed else EXIT_CLEAN)
-    stdin_only = all(data is not None for _, data in targets)
+    stdin_only = all(isinstance(data, bytes) for _, data in targets)
     output.finish(
         results, _kept(results, settings), fixed=fixed, failed=failed, to_stderr=stdin_only
     )
 
 
-def _coverage(targets: list[tuple[str, bytes | None]], output_format: str) -> NoReturn:
+def _coverage(targets: list[Target], output_format: str) -> NoReturn:
     """``--coverage``: per file and in total, what the analysis knew; exit 2 when a file
     could not be read or parsed (each is named on stderr), else 0."""
     import json
@@ -384,6 +415,7 @@ def _coverage(targets: list[tuple[str, bytes | None]], output_format: str) -> No
 
 def _show_shapes(paths: Sequence[str]) -> None:
     from shapecheck.diagnostics import Diagnostic
+    from shapecheck.files import read_regular_file
     from shapecheck.show import show_shapes
     from shapecheck.source import parse_source
 
@@ -394,8 +426,7 @@ def _show_shapes(paths: Sequence[str]) -> None:
         path, _, selector = argument.partition(".py:")
         path = path + ".py" if selector else argument
         try:
-            with open(path, "rb") as file:
-                source = parse_source(file.read(), path)
+            source = parse_source(read_regular_file(path), path)
         except OSError as error:
             raise InputError(f"{path}: cannot read: {error.strerror}") from error
         if isinstance(source, Diagnostic):
@@ -419,8 +450,8 @@ def _settings(
         config_path = find_config(start)
     try:
         return load_settings(config_path)
-    except ConfigError as error:
-        raise click.UsageError(str(error)) from error
+    except ConfigError as error:  # a file that cannot be used, not a usage mistake
+        raise InputError(str(error)) from error
 
 
 def _split(values: Sequence[str]) -> list[str]:
@@ -429,14 +460,22 @@ def _split(values: Sequence[str]) -> list[str]:
 
 def _targets(
     paths: Sequence[str], settings: Settings, stdin_filename: str | None, force_exclude: bool
-) -> list[tuple[str, bytes | None]]:
-    """The files to check as (path shown, content when it came from stdin)."""
-    targets: list[tuple[str, bytes | None]] = []
+) -> list[Target]:
+    """The files to check; a directory that cannot be listed is one SC000 finding."""
+    from shapecheck.diagnostics import FileResult, input_error
+
+    targets: list[Target] = []
     if "-" in paths:
         targets.append((stdin_filename or "-", sys.stdin.buffer.read()))
     files = [Path(p) for p in paths if p != "-"]
-    for path in discover(files, settings.excludes, settings.root, force_exclude=force_exclude):
-        targets.append((str(path), None))
+    for found in discover(files, settings.excludes, settings.root, force_exclude=force_exclude):
+        if isinstance(found, OSError):
+            folder = str(Path(found.filename))  # as files are shown: no leading "./"
+            reason = found.strerror or type(found).__name__
+            unlisted = input_error(folder, f"cannot list directory: {reason}")
+            targets.append((folder, FileResult(folder, [unlisted])))
+        else:
+            targets.append((str(found), None))
     return targets
 
 
@@ -447,7 +486,8 @@ def _print_diff(path: str, before: bytes, after: bytes, encoding: str) -> None:
 
     old = physical_lines(before.decode(encoding))
     new = physical_lines(after.decode(encoding))
-    for line in difflib.unified_diff(old, new, path, path):
+    shown = _printable(path)
+    for line in difflib.unified_diff(old, new, shown, shown):
         click.echo(line if line.endswith("\n") else line + "\n", nl=False)
 
 
@@ -458,6 +498,14 @@ def _kept(results: list[FileResult], settings: Settings) -> list[Diagnostic]:
         for diagnostic in result.diagnostics
         if settings.keeps(diagnostic)
     )
+
+
+def _printable(path: str) -> str:
+    """``path`` with control characters escaped (``\\x1b``), so that a terminal, or click's
+    stripping of colour codes, cannot hide or change part of a name."""
+    if path.isprintable():
+        return path
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in path)
 
 
 def _colour() -> bool | None:

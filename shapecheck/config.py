@@ -14,6 +14,7 @@ from typing import Any
 
 from shapecheck.diagnostics import INPUT_ERROR_CODE, Diagnostic
 from shapecheck.discovery import is_excluded
+from shapecheck.files import read_regular_file
 from shapecheck.selection import matches, parse_codes
 
 DEFAULT_EXCLUDE = (
@@ -74,23 +75,28 @@ class Settings:
 
 
 def find_config(start: Path) -> Path | None:
-    """The nearest pyproject.toml at or above ``start`` that has a ``[tool.shapecheck]`` table."""
+    """The nearest pyproject.toml at or above ``start`` that has a ``[tool.shapecheck]`` table.
+
+    As with ruff, the search stops at one that cannot be read, even a parent project's: it may
+    be ours, and skipping it would apply other settings in silence. ``load_settings`` says
+    what is wrong with it.
+    """
     directory = start if start.is_dir() else start.parent
     for candidate in (directory, *directory.parents):
         path = candidate / "pyproject.toml"
         if path.is_file():
             try:
-                if "shapecheck" in _read(path).get("tool", {}):
+                if "shapecheck" in _tools(path):
                     return path
             except ConfigError:
-                return path  # broken but ours to report: load_settings says what is wrong
+                return path
     return None
 
 
 def load_settings(path: Path | None) -> Settings:
     if path is None:
         return Settings()
-    data = _read(path).get("tool", {}).get("shapecheck", {})
+    data = _tools(path).get("shapecheck", {})
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: [tool.shapecheck] must be a table")
     unknown = sorted(set(data) - _KEYS)
@@ -101,31 +107,70 @@ def load_settings(path: Path | None) -> Settings:
         )
     settings = Settings(root=path.parent.resolve(), config_path=path)
     if "select" in data:
-        settings.select = _strings(data, "select", path)
-    settings.ignore = _strings(data, "ignore", path) if "ignore" in data else []
+        settings.select = _strings(data["select"], "select", path)
+    if "ignore" in data:
+        settings.ignore = _strings(data["ignore"], "ignore", path)
     if "exclude" in data:
-        settings.exclude = _strings(data, "exclude", path)
+        settings.exclude = _strings(data["exclude"], "exclude", path)
     if "extend-exclude" in data:
-        settings.extend_exclude = _strings(data, "extend-exclude", path)
+        settings.extend_exclude = _strings(data["extend-exclude"], "extend-exclude", path)
     per_file = data.get("per-file-ignores", {})
     if not isinstance(per_file, dict):
-        raise ConfigError(f"{path}: per-file-ignores must be a table of pattern = [codes]")
-    settings.per_file_ignores = {pattern: _strings(per_file, pattern, path) for pattern in per_file}
+        raise ConfigError(
+            f"{path}: [tool.shapecheck] per-file-ignores must be a table of pattern = [codes]"
+        )
+    settings.per_file_ignores = {
+        pattern: _strings(codes, f"per-file-ignores {pattern!r}", path)
+        for pattern, codes in per_file.items()
+    }
     return settings
+
+
+def _tools(path: Path) -> dict[str, Any]:
+    """The ``[tool]`` table of a pyproject.toml (empty if it has none)."""
+    tools = _read(path).get("tool", {})
+    if not isinstance(tools, dict):
+        raise ConfigError(f"{path}: tool must be a table, not {_kind(tools)}")
+    return tools
 
 
 def _read(path: Path) -> dict[str, Any]:
     try:
-        with path.open("rb") as file:
-            return tomllib.load(file)
-    except (OSError, tomllib.TOMLDecodeError) as error:
+        return tomllib.loads(read_regular_file(path).decode("utf-8"))
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read: {error.strerror}") from error
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{path}: not UTF-8 (byte {error.start}: {error.reason})") from error
+    except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: {error}") from error
+    except RecursionError as error:  # tomllib recurses once per level of nesting
+        raise ConfigError(f"{path}: nested too deeply to read") from error
 
 
-def _strings(table: dict[str, Any], key: str, path: Path) -> list[str]:
-    value = table[key]
+def _strings(value: object, name: str, path: Path) -> list[str]:
+    """A string or a list of strings, as a list."""
     if isinstance(value, str):
         return [value]
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise ConfigError(f"{path}: {key} must be a list of strings")
-    return list(value)
+    if isinstance(value, list):
+        others = [item for item in value if not isinstance(item, str)]
+        if not others:
+            return list(value)
+        found = f"an array holding {_kind(others[0])}"
+    else:
+        found = _kind(value)
+    raise ConfigError(f"{path}: [tool.shapecheck] {name} must be a list of strings, not {found}")
+
+
+_TOML_KINDS = {
+    bool: "a boolean",
+    int: "an integer",
+    float: "a float",
+    str: "a string",
+    list: "an array",
+    dict: "a table",
+}
+
+
+def _kind(value: object) -> str:
+    """What TOML calls a value's type (tomllib gives dates and times their own types)."""
+    return _TOML_KINDS.get(type(value), "a date or time")

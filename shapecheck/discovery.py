@@ -46,34 +46,50 @@ def _relative(path: Path, base: Path) -> str | None:
 
 def discover(
     paths: Iterable[Path], excludes: list[str], root: Path, *, force_exclude: bool = False
-) -> Iterator[Path]:
+) -> Iterator[Path | OSError]:
     """Python files under ``paths``, each once, in a stable order.
 
     A path named on the command line is always checked (excludes apply below it) unless
     ``force_exclude`` (for pre-commit, which names every changed file); a path that does not
-    exist is yielded as is, so the caller reports it.
+    exist, or cannot be read, is yielded as is, so the caller reports it. A directory that
+    cannot be listed is yielded as the ``OSError`` that says why (its ``filename``).
     """
     seen: set[Path] = set()
     for path in paths:
         if force_exclude and is_excluded(path, excludes, root):
             continue
-        if path.is_dir():
-            for found in _walk(path, excludes, root):
-                key = found.resolve()
-                if key not in seen:
-                    seen.add(key)
-                    yield found
-        else:
-            key = path.resolve()
+        for found in _walk(path, excludes, root) if path.is_dir() else [path]:
+            if isinstance(found, OSError):
+                yield found
+                continue
+            key = _identity(found)
             if key not in seen:
                 seen.add(key)
-                yield path
+                yield found
 
 
-def _walk(directory: Path, excludes: list[str], root: Path) -> Iterator[Path]:
+def _identity(path: Path) -> Path:
+    """The file a path names, so that each is checked once. A symlink loop names none: it
+    stands for itself, and reading it reports the loop."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # RuntimeError: a symlink loop, before Python 3.13
+        return path.absolute()
+
+
+def _walk(directory: Path, excludes: list[str], root: Path) -> Iterator[Path | OSError]:
+    """The ``*.py`` files below ``directory``, and the error of each folder that cannot be
+    listed (reported, never skipped in silence). A symlinked folder is followed only where it
+    leads back inside ``directory``: one that leads elsewhere (an installed package, a
+    shared checkout) is not part of what was named, and ``--fix`` would write there."""
     excluded = _below(directory, excludes, root)
+    inside = _inside(directory)
     visited: set[tuple[int, int]] = set()
-    for current, subdirectories, files in os.walk(directory, followlinks=True):
+    unlistable: list[OSError] = []
+    walk = os.walk(directory, followlinks=True, onerror=unlistable.append)
+    for current, subdirectories, files in walk:
+        yield from unlistable
+        unlistable.clear()
         here = Path(current)
         try:
             status = here.stat()
@@ -85,10 +101,27 @@ def _walk(directory: Path, excludes: list[str], root: Path) -> Iterator[Path]:
             subdirectories[:] = []
             continue
         visited.add(identity)
-        subdirectories[:] = sorted(name for name in subdirectories if not excluded(here, name))
+        subdirectories[:] = sorted(
+            name for name in subdirectories if not excluded(here, name) and inside(here / name)
+        )
         for name in sorted(files):
             if name.endswith(".py") and not excluded(here, name):
                 yield here / name
+    yield from unlistable
+
+
+def _inside(directory: Path) -> Callable[[Path], bool]:
+    """Does a folder found below ``directory`` lie inside it once symlinks are resolved?"""
+    top = os.path.realpath(directory)
+    prefix = top.rstrip(os.sep) + os.sep
+
+    def inside(folder: Path) -> bool:
+        if not os.path.islink(folder):
+            return True  # below an inside folder: inside
+        real = os.path.realpath(folder)
+        return real == top or real.startswith(prefix)
+
+    return inside
 
 
 def _below(directory: Path, excludes: list[str], root: Path) -> Callable[[Path, str], bool]:

@@ -1,16 +1,14 @@
-"""Applying fixes: text edits, rounds until nothing more applies, atomic writes.
+"""Applying fixes: text edits, and rounds until nothing more applies.
 
 Fixes are applied as text edits on the decoded source, so every byte outside them stays as it
 was (formatting, comments, line endings). One round applies every fix that does not overlap
 one already taken; the result is parsed and linted again, and the next round applies what the
-first could not, until a round changes nothing (at most :data:`MAX_ROUNDS`).
+first could not, until a round changes nothing (at most :data:`MAX_ROUNDS`). Writing the
+result is :mod:`shapecheck.writing`'s.
 """
 
 from __future__ import annotations
 
-import os
-import stat
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -23,12 +21,13 @@ MAX_ROUNDS = 10
 
 
 class FixError(Exception):
-    """A fix that cannot be applied or written; the file is left as it was."""
+    """A fix that cannot be applied; the file is left as it was."""
 
 
 @dataclass(frozen=True)
 class Fixed:
-    """A file after fixing: its new bytes, how many findings were fixed, what remains."""
+    """A file after fixing: its new bytes (the original ones when nothing was fixed), how many
+    findings were fixed, what remains."""
 
     data: bytes
     fixed: int
@@ -40,23 +39,41 @@ def fix_source(
     rules: Sequence[Rule],
     keep: Callable[[Diagnostic], bool],
     unsafe: bool,
+    *,
+    original: bytes,
 ) -> Fixed:
-    """Fix ``source`` in rounds; ``keep`` drops findings the configuration ignores."""
+    """Fix ``source``, decoded from ``original``, in rounds; ``keep`` drops findings the
+    configuration ignores."""
     fixed = 0
+    data = original
     result = lint_parsed(source, rules)
     for _ in range(MAX_ROUNDS):
         findings = [d for d in result.diagnostics if keep(d)]
         text, applied = apply_fixes(source.text, findings, unsafe)
         if not applied:
             break
-        reparsed = parse_source(text.encode(source.encoding), source.path)
+        # The bytes outside the edits stay as they were only if the encoding turns the text
+        # back into the bytes it came from (``unicode_escape`` and ``utf-7`` need not).
+        if not fixed and _encode(source.text, source.encoding) != original:
+            raise FixError(f"cannot fix: {source.encoding} does not encode the file back as it was")
+        data = _encode(text, source.encoding)
+        reparsed = parse_source(data, source.path)
         if isinstance(reparsed, Diagnostic):
             # a fix that breaks the syntax is a shapecheck bug: write nothing
             raise FixError(f"the fixed code does not parse ({reparsed.message})")
+        if reparsed.text != text:
+            raise FixError(f"cannot fix: {source.encoding} does not keep the fixed code")
         source, fixed = reparsed, fixed + applied
         result = lint_parsed(source, rules)
     kept = FileResult(result.path, [d for d in result.diagnostics if keep(d)])
-    return Fixed(source.text.encode(source.encoding), fixed, kept)
+    return Fixed(data, fixed, kept)
+
+
+def _encode(text: str, encoding: str) -> bytes:
+    try:
+        return text.encode(encoding)
+    except UnicodeEncodeError as error:
+        raise FixError(f"cannot fix: the fixed code cannot be encoded as {encoding}") from error
 
 
 def apply_fixes(text: str, diagnostics: Sequence[Diagnostic], unsafe: bool) -> tuple[str, int]:
@@ -101,29 +118,3 @@ def _overlap(a: tuple[int, int, str], b: tuple[int, int, str]) -> bool:
         point, (start, end) = (a[0], b[:2]) if a[0] == a[1] else (b[0], a[:2])
         return start < point < end or (start == end == point)
     return a[0] < b[1] and b[0] < a[1]
-
-
-def write_atomically(path: str, data: bytes) -> None:
-    """Replace ``path``'s content with ``data`` in one step, keeping its permissions; a file
-    its owner may not write is refused, not replaced."""
-    try:
-        mode = stat.S_IMODE(os.stat(path).st_mode)
-    except OSError as error:
-        raise FixError(f"cannot write: {error.strerror}") from error
-    if not mode & stat.S_IWUSR or not os.access(path, os.W_OK):
-        raise FixError("cannot write: the file is read-only")
-    directory = os.path.dirname(os.path.abspath(path))
-    try:
-        handle, temporary = tempfile.mkstemp(dir=directory, prefix=".shapecheck-", suffix=".tmp")
-    except OSError as error:
-        raise FixError(f"cannot write: {error.strerror}") from error
-    try:
-        with os.fdopen(handle, "wb") as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
-    except OSError as error:
-        os.unlink(temporary)
-        raise FixError(f"cannot write: {error.strerror}") from error

@@ -17,9 +17,10 @@ from shapecheck.diagnostics import (
     input_error,
     internal_error,
 )
+from shapecheck.files import read_regular_file
 from shapecheck.fixes import FixRecipe
 from shapecheck.rule import Rule, Violation
-from shapecheck.source import Lines, Source, parse_source
+from shapecheck.source import OUT_OF_MEMORY, Lines, Source, parse_source
 from shapecheck.suppression import is_suppressed, suppressions
 
 if TYPE_CHECKING:
@@ -30,8 +31,7 @@ def lint_path(path: str, rules: Sequence[Rule], display: str | None = None) -> F
     """Read ``path`` from disk and check it; reading problems become SC000."""
     shown = display or path
     try:
-        with open(path, "rb") as file:
-            data = file.read()
+        data = read_regular_file(path)
     except OSError as error:
         reason = error.strerror or type(error).__name__
         return FileResult(shown, [input_error(shown, f"cannot read: {reason}")])
@@ -41,7 +41,8 @@ def lint_path(path: str, rules: Sequence[Rule], display: str | None = None) -> F
 def lint_source(data: bytes, path: str, rules: Sequence[Rule]) -> FileResult:
     source = parse_source(data, path)
     if isinstance(source, Diagnostic):
-        return FileResult(path, [source])
+        # running out of memory says nothing about the file: not cached, tried again next run
+        return FileResult(path, [source], complete=source.message != OUT_OF_MEMORY)
     return lint_parsed(source, rules)
 
 

@@ -14,12 +14,17 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from shapecheck.diagnostics import FileResult, input_error, internal_error
+from shapecheck.files import read_regular_file
 
 if TYPE_CHECKING:
     from shapecheck.cache import ResultCache
     from shapecheck.rule import Rule
 
 ResultT = TypeVar("ResultT")
+
+Target = tuple[str, bytes | FileResult | None]
+"""A file to check: the path shown, and its content (from stdin), or what stopped it from
+being read (an unlistable directory), or ``None`` to read it from disk."""
 
 POOL_MIN_FILES = 8
 """Fewer files than this are checked in this process: starting workers would cost more."""
@@ -28,13 +33,13 @@ _worker_rules: list[Rule] = []
 
 
 def check_files(
-    targets: Sequence[tuple[str, bytes | None]],
+    targets: Sequence[Target],
     codes: Sequence[str],
     cache: ResultCache | None,
     *,
     jobs: int | None = None,
 ) -> list[FileResult]:
-    """Check each ``(path, content or None to read it)``, running the rules ``codes``."""
+    """Check each target, running the rules ``codes``."""
     results: list[FileResult] = []
     pending: list[tuple[str, bytes]] = []
     for path, data in targets:
@@ -57,8 +62,7 @@ def check_files(
 
 def read(path: str) -> bytes | FileResult:
     try:
-        with open(path, "rb") as file:
-            return file.read()
+        return read_regular_file(path)
     except OSError as error:
         reason = error.strerror or type(error).__name__
         return FileResult(path, [input_error(path, f"cannot read: {reason}")])
@@ -68,6 +72,9 @@ def failure(path: str, error: Exception) -> FileResult:
     """An error while checking one file, reported for that file: the others go on."""
     if isinstance(error, RecursionError):
         message = "cannot analyse: input too deeply nested"
+        return FileResult(path, [input_error(path, message)], complete=False)
+    if isinstance(error, MemoryError):  # not the file's fault: not cached, tried again next run
+        message = "cannot analyse: out of memory"
         return FileResult(path, [input_error(path, message)], complete=False)
     diagnostic = internal_error(path, "while checking this file", error)
     return FileResult(path, [diagnostic], complete=False)

@@ -24,6 +24,11 @@ class Source:
 
 _PARSE_DEPTH = 10_000
 
+OUT_OF_MEMORY = "cannot parse: out of memory while parsing"
+"""A bare ``MemoryError``: memory ran out, which says nothing about the file (never cached)."""
+if sys.version_info < (3, 12):  # whose parser reports its own stack limit the same way
+    OUT_OF_MEMORY += " (or the input is too deeply nested for Python 3.11's parser)"
+
 
 def parse_source(data: bytes, path: str) -> Source | Diagnostic:
     """Decode ``data`` (BOM, PEP 263 cookie, else UTF-8) and parse it with Python's own parser."""
@@ -52,8 +57,12 @@ def parse_source(data: bytes, path: str) -> Source | Diagnostic:
     except SyntaxError as error:
         line = error.lineno or 1
         return input_error(path, f"syntax error: {error.msg}", line, error.offset or 1)
-    except (RecursionError, MemoryError) as error:
-        return input_error(path, f"cannot parse: {type(error).__name__} (input too deeply nested)")
+    except RecursionError:  # at a depth this function sets: the same each run, so cached
+        return input_error(path, "cannot parse: RecursionError (input too deeply nested)")
+    except MemoryError as error:
+        if str(error):  # Python 3.12+ names its parser's own stack limit: a fact about the input
+            return input_error(path, f"cannot parse: input too deeply nested ({error})")
+        return input_error(path, OUT_OF_MEMORY)
     except ValueError as error:
         return input_error(path, f"cannot parse: {error}")
     finally:

@@ -149,7 +149,7 @@ def fixed_text(path: Path) -> str | None:
     if not isinstance(source, Source):
         raise ValueError(f"{path}: {source.message}")
     rules = [rule() for rule in all_rules()]
-    fixed = fix_source(source, rules, keep=lambda _: True, unsafe=True)
+    fixed = fix_source(source, rules, keep=lambda _: True, unsafe=True, original=data)
     return fixed.data.decode(source.encoding) if fixed.data != data else None
 
 
