@@ -43,7 +43,10 @@ class ViewWithoutContiguous(Rule):
 
     ## Fix safety
     Safe. `--fix` inserts `.contiguous()` before `.view(...)`: the same values, copied into
-    memory order, so the view no longer raises and nothing else changes.
+    memory order, so the view no longer raises and nothing else changes. Unsafe where the
+    layout is known on some paths only (an unmodelled branch, a name a nested function
+    rebinds with `nonlocal`): if the view in fact works, it shares the tensor's memory, and a
+    copy would stop writes through it (`y.view(...).zero_()`) from reaching the tensor.
 
     ## Runtime evidence
     `RuntimeError: view size is not compatible with input tensor's size and stride (at least
@@ -68,21 +71,22 @@ class ViewWithoutContiguous(Rule):
                 f"`.view()` merges axes {axes}, which {reordered} left non-adjacent in memory: "
                 "PyTorch raises 'view size is not compatible'; "
                 "use `.contiguous().view(...)` or `.reshape(...)`" + assuming(view.receiver.guess),
-                fix=partial(_contiguous_first, view.call),
+                fix=partial(_contiguous_first, view.call, safe=not view.receiver.uncertain),
             )
 
 
-def _contiguous_first(call: ast.Call, tree: ConcreteTree) -> Fix | None:
-    """``x.view(...)`` -> ``x.contiguous().view(...)``: the same values, now in memory order."""
+def _contiguous_first(call: ast.Call, tree: ConcreteTree, *, safe: bool) -> Fix | None:
+    """``x.view(...)`` -> ``x.contiguous().view(...)``: the same values, now in memory order.
+    Safe only where the layout is certain: a view that in fact works (the tensor was changed
+    in place behind the analysis' back) shares memory, and a copy would break writes to it."""
     import libcst as cst  # libcst loads only when a fix is written
-
-    from shapecheck.concrete import code
 
     method = tree.node(call.func)
     if not isinstance(method, cst.Attribute) or method.attr.value != "view":
         return None
-    content = f"{code(method.value)}.contiguous(){code(method.dot)}view"
-    return Fix("insert `.contiguous()` before `.view()`", ((method, content),), safe=True)
+    # only the name changes: the receiver, its comments and its line breaks stay as written
+    edit = ((method.attr, "contiguous().view"),)
+    return Fix("insert `.contiguous()` before `.view()`", edit, safe=safe)
 
 
 def _describe(analysis: ModuleAnalysis, node: ast.AST) -> str:

@@ -6,6 +6,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from shapecheck.analysis import ModuleAnalysis
+from shapecheck.analysis.facts import TensorFact
 from shapecheck.analysis.imports import dotted_name
 from shapecheck.analysis.observations import FillValue
 from shapecheck.fixes import Fix, FixRecipe
@@ -37,10 +38,14 @@ class MaskFillOverflow(Rule):
     ```
 
     ## Fix safety
-    Safe. For `masked_fill` the literal becomes `torch.finfo(scores.dtype).min`: in float32
-    the masked keys still get weight 0 after the softmax, and in float16 nothing overflows.
-    Additive masks and `torch.where` are left to the author (adding the dtype's minimum to a
-    negative score can overflow to `-inf`).
+    Safe where the filled scores go into a softmax and nowhere else: for `masked_fill` the
+    literal becomes `torch.finfo(scores.dtype).min`; in float32 the masked keys still get
+    weight 0 and a fully masked row is still uniform, and in float16 nothing overflows.
+    Unsafe otherwise, because the fill itself is then read: scaled after the mask (a learned
+    temperature times the minimum is `-inf`, and a fully masked row turns to NaN), a second
+    mask added, a masked max-pooling, returned, or filled into an integer tensor (`finfo`
+    raises). Additive masks and `torch.where` are left to the author (adding the dtype's
+    minimum to a negative score can overflow to `-inf`).
 
     ## Runtime evidence
     In float16: `RuntimeError: value cannot be converted to type c10::Half without overflow`
@@ -89,11 +94,96 @@ def _dtype_minimum(analysis: ModuleAnalysis, fill: FillValue) -> FixRecipe | Non
     written = dotted_name(scores) if scores is not None else None  # safe to repeat
     if written is None or torch is None:
         return None
-    return partial(_fill_minimum, fill.node, f"{torch}.finfo({written}.dtype).min")
+    minimum = f"{torch}.finfo({written}.dtype).min"
+    return partial(_fill_minimum, fill.node, minimum, safe=_only_softmax_reads(analysis, call))
 
 
-def _fill_minimum(value: ast.AST, minimum: str, tree: ConcreteTree) -> Fix | None:
+def _fill_minimum(value: ast.AST, minimum: str, tree: ConcreteTree, *, safe: bool) -> Fix | None:
     written = tree.node(value)
     if written is None:
         return None
-    return Fix("fill with the dtype's minimum", ((written, minimum),), safe=True)
+    return Fix("fill with the dtype's minimum", ((written, minimum),), safe=safe)
+
+
+def _only_softmax_reads(analysis: ModuleAnalysis, call: ast.Call) -> bool:
+    """Do the filled scores go into a softmax and nowhere else? Then the fix keeps every
+    result that worked: masked keys get weight 0 either way, and a fully masked row, all
+    -1e9 or all the minimum, is uniform either way. Anything else may read the fill itself:
+    scaled after it (a learned temperature times the minimum is -inf, and the row NaN), a
+    second mask added, a max-pooling, an int tensor (``finfo`` raises)."""
+    if _softmax_of(analysis, call):
+        return True
+    holder = analysis.parent(call)
+    name = _filled_name(holder, call)
+    scope = analysis.enclosing_function(call) or analysis.module
+    if name is None or not isinstance(holder, ast.stmt) or _in_loop(analysis, holder, scope):
+        return False  # in a loop, a read written above runs after the fill too
+    after = (holder.end_lineno or 0, holder.end_col_offset or 0)
+    reads = sorted(
+        (
+            node
+            for node in ast.walk(scope)
+            if isinstance(node, ast.Name)
+            and node.id == name
+            and isinstance(node.ctx, ast.Load)
+            and (node.lineno, node.col_offset) >= after
+        ),
+        key=lambda node: (node.lineno, node.col_offset),
+    )
+    if not reads or not _softmax_of(analysis, reads[0]):
+        return False
+    if len(reads) == 1:
+        return True
+    # scores = F.softmax(scores, dim=-1): later reads see the weights, wherever the fill ran
+    rebinding = next(h for h in analysis.holders(reads[0]) if isinstance(h, ast.stmt))
+    rebinds = isinstance(rebinding, ast.Assign) and any(
+        isinstance(target, ast.Name) and target.id == name for target in rebinding.targets
+    )
+    end = (rebinding.end_lineno or 0, rebinding.end_col_offset or 0)
+    return (
+        rebinds
+        and _blocks(analysis, rebinding, scope) <= _blocks(analysis, holder, scope)
+        and all((read.lineno, read.col_offset) >= end for read in reads[1:])
+    )
+
+
+def _softmax_of(analysis: ModuleAnalysis, read: ast.expr) -> bool:
+    """Is ``read`` what a softmax (of any spelling) normalises?"""
+    holder = analysis.parent(read)
+    if isinstance(holder, ast.Attribute) and holder.value is read:
+        holder = analysis.parent(holder)  # scores.softmax(-1)
+        if not isinstance(holder, ast.Call) or holder.func is not analysis.parent(read):
+            return False
+    elif not isinstance(holder, ast.Call) or not holder.args or holder.args[0] is not read:
+        return False
+    fact = analysis.fact(holder)
+    return isinstance(fact, TensorFact) and fact.probabilities and fact.origin is holder
+
+
+def _filled_name(statement: ast.AST | None, call: ast.Call) -> str | None:
+    """``scores = scores.masked_fill(...)`` or ``scores.masked_fill_(...)``: the name that
+    holds the filled scores."""
+    match statement:
+        case ast.Assign(targets=[ast.Name(id=name)], value=value) if value is call:
+            return name
+        case ast.Expr(value=value) if value is call and isinstance(call.func, ast.Attribute):
+            receiver = call.func.value
+            if call.func.attr == "masked_fill_" and isinstance(receiver, ast.Name):
+                return receiver.id
+    return None
+
+
+def _blocks(analysis: ModuleAnalysis, statement: ast.stmt, scope: ast.AST) -> set[ast.AST]:
+    """The compound statements (``if``, ``with``, ``try``) between ``statement`` and
+    ``scope``."""
+    found: set[ast.AST] = set()
+    for holder in analysis.holders(statement):
+        if holder is scope:
+            break
+        found.add(holder)
+    return found
+
+
+def _in_loop(analysis: ModuleAnalysis, statement: ast.stmt, scope: ast.AST) -> bool:
+    loops = (ast.For, ast.AsyncFor, ast.While)
+    return any(isinstance(block, loops) for block in _blocks(analysis, statement, scope))

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import ast
+import math
+import struct
 from collections.abc import Iterator
 from functools import partial
 from typing import TYPE_CHECKING
@@ -39,10 +41,18 @@ class TensorConstantInForward(Rule):
     ```
 
     ## Fix safety
-    Safe, and it keeps results: `torch.sqrt(torch.tensor(d, ...))` becomes `math.sqrt(d)`
-    (`import math` is added when missing) and `torch.tensor(x)` used as an operand or a fill
-    becomes `x`. PyTorch treats a Python number as it treats a 0-d tensor next to a tensor
-    (it does not change the result's dtype), so the numbers are the same.
+    Unsafe, except where the numbers provably stay the same. `torch.sqrt(torch.tensor(d,
+    ...))` becomes `math.sqrt(d)` (`import math` is added when missing) and `torch.tensor(x)`
+    used as an operand or a fill becomes `x`. PyTorch treats a Python number as it treats a
+    0-d tensor next to a tensor (it does not change the result's dtype), but the 0-d tensor
+    is float32: next to float64 activations it is the float32-rounded number, where the
+    Python number is exact. The numbers are the same in float32, float16 and bfloat16
+    models, and differ in the last bits of a float64 one (7e-9 for `sqrt(80)`). So the fix
+    is safe, and keeps results, only where that rounding changes nothing: the number is a
+    float32 exactly (`torch.tensor(0.125)`, `torch.tensor(-1e4)`,
+    `torch.sqrt(torch.tensor(64))`) or the constant is float64. A constant written in
+    float16 or bfloat16 gets no fix: it rounds the number, and the number itself would not
+    do the same.
 
     ## Runtime evidence
     The same numbers, and a new tensor per call: `shapecheck.confirm.allocates` counts the
@@ -92,13 +102,51 @@ def _number_itself(analysis: ModuleAnalysis, call: ast.Call) -> FixRecipe | None
         replaced, root = outer, True
     if not _number_would_do(analysis, replaced):
         return None
+    dtype = next((k.value for k in call.keywords if k.arg == "dtype"), None)
+    wide = dtype is None or any(analysis.resolves_to(dtype, name) for name in _WIDE_DTYPES)
+    if not wide:
+        return None  # dtype=torch.float16 rounds the constant: the number would not do
     literal = isinstance(number, ast.Constant) and type(number.value) in (int, float)
+    value = _literal_number(number)
+    if value is not None and root:
+        value = math.sqrt(value) if value >= 0 else None
+    keeps = (dtype is not None and analysis.resolves_to(dtype, "torch.float64")) or (
+        value is not None and _exact_in_float32(value)
+    )
     operand = isinstance(analysis.parent(replaced), ast.BinOp) and not literal
-    return partial(_write_number, replaced, number, root, operand)
+    return partial(_write_number, replaced, number, root, operand, keeps)
+
+
+_WIDE_DTYPES = ("torch.float32", "torch.float", "torch.float64", "torch.double")
+"""Dtypes whose 0-d tensor meets an activation as a Python number does (a narrower one
+rounds the constant first)."""
+
+
+def _literal_number(node: ast.expr) -> float | None:
+    """The value of ``3``, ``0.125`` or ``-1e4`` as written."""
+    try:
+        value = ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return value if type(value) in (int, float) else None
+
+
+def _exact_in_float32(value: float) -> bool:
+    """Is ``value`` a float32 exactly? Then the constant is the same number in every dtype."""
+    try:
+        rounded: float = struct.unpack("f", struct.pack("f", value))[0]
+    except OverflowError:
+        return False
+    return rounded == value
 
 
 def _write_number(
-    replaced: ast.expr, number: ast.expr, root: bool, operand: bool, tree: ConcreteTree
+    replaced: ast.expr,
+    number: ast.expr,
+    root: bool,
+    operand: bool,
+    keeps_results: bool,
+    tree: ConcreteTree,
 ) -> Fix | None:
     """The number (``math.sqrt`` of it where a root was taken), parenthesised as an operand
     when it would not stay whole."""
@@ -110,10 +158,13 @@ def _write_number(
     if target is None or written is None:
         return None
     content = f"math.sqrt({code(written)})" if root else code(written)
-    if operand:
+    if isinstance(written, cst.NamedExpr) and not written.lpar and not root:
+        content = f"({content})"  # value=(v := -1e4): a bare walrus is valid almost nowhere
+    elif operand:
         content = atom(cst.parse_expression(content))
     imports = ("math",) if root else ()
-    return Fix("use the number itself", ((target, content),), True, imports, keeps_results=True)
+    edit = ((target, content),)
+    return Fix("use the number itself", edit, keeps_results, imports, keeps_results=keeps_results)
 
 
 def _number_would_do(analysis: ModuleAnalysis, value: ast.expr) -> bool:

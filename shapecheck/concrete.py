@@ -55,9 +55,30 @@ class ConcreteTree:
             edits.append(TextEdit(line, column + 1, end_line, end_column + 1, content))
         return edits
 
+    @staticmethod
+    def drops_comments(fix: Fix) -> bool:
+        """Would ``fix`` delete a comment written inside the code it replaces? (Such a fix
+        is unsafe, as ruff has it: the comment may be the only record of why.)"""
+        return any(
+            comment not in content
+            for node, content in fix.replacements
+            for comment in _comments(node)
+        )
+
     def _span(self, where: CodeRange) -> tuple[int, int, int, int]:
         start, end = where.start, where.end
         return start.line + self._shift, start.column, end.line + self._shift, end.column
+
+
+def _comments(node: cst.CSTNode) -> list[str]:
+    found: list[str] = []
+
+    class Collector(cst.CSTVisitor):
+        def visit_Comment(self, comment: cst.Comment) -> None:
+            found.append(comment.value)
+
+    node.visit(Collector())
+    return found
 
 
 def code(node: cst.CSTNode) -> str:

@@ -120,9 +120,18 @@ class _Fixes:
                 continue
             if name in self.imports:
                 return None  # the name the new code needs means something else here
-            line = _import_line(self.module)
-            edits.append(TextEdit(line, 1, line, 1, f"import {name}{_newline(self.lines)}"))
-        return FixEdits(fix.description, fix.safe, tuple(edits), fix.keeps_results)
+            edits.append(self._import(name))
+        safe = fix.safe and not tree.drops_comments(fix)
+        return FixEdits(fix.description, safe, tuple(edits), fix.keeps_results)
+
+    def _import(self, name: str) -> TextEdit:
+        """``import name`` on a line of its own after the imports (after the last line when
+        that one has no line break)."""
+        line, newline, lines = _import_line(self.module), _newline(self.lines), self.lines.lines
+        if line > len(lines) and lines and not lines[-1].endswith(("\n", "\r")):
+            end = len(lines[-1]) + 1
+            return TextEdit(len(lines), end, len(lines), end, f"{newline}import {name}")
+        return TextEdit(line, 1, line, 1, f"import {name}{newline}")
 
     def _tree(self, line: int) -> ConcreteTree | None:
         from shapecheck.concrete import ConcreteTree  # libcst: only for files with fixes

@@ -78,10 +78,10 @@ def test_json_output_follows_the_contract(cli: Cli, write: Write) -> None:
             "edits": [
                 {
                     "line": 6,
-                    "column": 12,
+                    "column": 37,
                     "end_line": 6,
                     "end_column": 41,
-                    "content": "attn_out.transpose(1, 2).contiguous().view",
+                    "content": "contiguous().view",
                 }
             ],
         },

@@ -47,7 +47,9 @@ def test_sarif_is_valid_and_carries_rules_results_and_fixes(cli: Cli, write: Wri
     assert location["region"]["startLine"] == 6
     [fix] = view["fixes"]
     [change] = fix["artifactChanges"]
-    assert change["replacements"][0]["insertedContent"]["text"].endswith(".contiguous().view")
+    [replacement] = change["replacements"]
+    assert replacement["insertedContent"]["text"] == "contiguous().view"  # the name alone
+    assert replacement["deletedRegion"]["startColumn"] == location["region"]["startColumn"]
     assert "unsafe" in by_rule["SC301"]["fixes"][0]["description"]["text"]
     assert "## Why is this bad?" in rules[1]["help"]["markdown"]
     assert result.exit_code == 2  # broken.py could not be parsed

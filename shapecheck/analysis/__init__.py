@@ -129,11 +129,11 @@ class ModuleAnalysis:
 
     def enclosing_function(self, node: ast.AST) -> FunctionNode | None:
         """The innermost ``def`` holding ``node``."""
-        return next((h for h in self._holders(node) if isinstance(h, FunctionNode)), None)
+        return next((h for h in self.holders(node) if isinstance(h, FunctionNode)), None)
 
     def enclosing_class(self, node: ast.AST) -> ast.ClassDef | None:
         """The innermost ``class`` holding ``node``."""
-        return next((h for h in self._holders(node) if isinstance(h, ast.ClassDef)), None)
+        return next((h for h in self.holders(node) if isinstance(h, ast.ClassDef)), None)
 
     def source(self, node: ast.AST) -> str:
         """``node``'s code as written (without parentheses around it)."""
@@ -148,7 +148,7 @@ class ModuleAnalysis:
         bound = self.imports.get(head)
         return bound is not None and ".".join(filter(None, (bound, rest))) == target
 
-    def _holders(self, node: ast.AST) -> Iterator[ast.AST]:
+    def holders(self, node: ast.AST) -> Iterator[ast.AST]:
         """The nodes holding ``node``, innermost first."""
         holder = self.parent(node)
         while holder is not None:

@@ -8,6 +8,7 @@ joins environments where control flow merges. It never runs the code it reads.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -54,6 +55,7 @@ from shapecheck.analysis.ops import (
     Argument,
     OpCall,
     as_tensor,
+    broadcast_shapes,
     items_of,
     string_literal,
 )
@@ -115,6 +117,24 @@ class ModuleContext:
     """What a call into the module returned, by callee and argument facts: following a call
     records nothing, so the same call gives the same answer (``k`` and ``v`` through
     ``repeat_kv``)."""
+
+    rebound_names: dict[FunctionNode, frozenset[str]] = field(default_factory=dict)
+    """Per function, the names functions nested in it declare ``nonlocal``."""
+
+    def rebound_elsewhere(self, function: FunctionNode) -> frozenset[str]:
+        """Names of ``function`` that a nested function may rebind (``nonlocal y``): any call
+        may change them. Found once per function, however often it is followed."""
+        names = self.rebound_names.get(function)
+        if names is None:
+            names = frozenset(
+                name
+                for statement in function.body
+                for node in ast.walk(statement)
+                if isinstance(node, ast.Nonlocal)
+                for name in node.names
+            )
+            self.rebound_names[function] = names
+        return names
 
     def attribute_name(self, node: ast.Attribute) -> ast.Name:
         """``attr`` in ``x.attr`` as a node of its own: ``ast`` gives it no position, and a finding
@@ -182,6 +202,8 @@ class Interpreter:
         self.return_spec: ShapeSpec | None = None
         self.nested: list[tuple[FunctionNode, dict[str, Fact]]] = []
         self.half_precision_branches = 0
+        self.rebound_elsewhere: frozenset[str] = frozenset()
+        """Names a nested function rebinds (``nonlocal y``): any call may change them."""
         """How many enclosing branches test for float16 (``x.dtype == torch.float16``)."""
 
     # --- OpContext -------------------------------------------------------------------------
@@ -215,6 +237,7 @@ class Interpreter:
     def run_function(self, node: FunctionNode, arguments: dict[str, Fact] | None = None) -> Fact:
         """Interpret ``node``'s body; ``arguments`` overrides the parameters' facts."""
         self.function_name = node.name
+        self.rebound_elsewhere = self.context.rebound_elsewhere(node)
         constructor = node.name == "__init__"
         for param in parameters(node):
             name = param.name
@@ -224,6 +247,8 @@ class Interpreter:
                 fact = self._parameter_fact(param)
                 # a constructor's untyped parameters are sizes and options, not tensors
                 self.env[name] = UNKNOWN if constructor and isinstance(fact, TensorFact) else fact
+            if name in self.rebound_elsewhere and name in self.env:
+                self.env[name] = _uncertain(self.env[name])
             if self.record and name in self.env:
                 self.bindings.append((param.node, name, self.env[name]))
         if node.returns is not None:
@@ -380,6 +405,14 @@ class Interpreter:
     # --- binding ----------------------------------------------------------------------------
 
     def _bind(self, target: ast.expr, fact: Fact) -> None:
+        if isinstance(target, ast.Attribute) and target.attr == "data":
+            holder = self.env.get(dotted_name(target.value) or "")
+            if isinstance(holder, TensorFact):  # y.data = w: y itself now holds w's values
+                replaced = as_tensor(fact) or replace(holder, shape=None, layout=None)
+                self._changed_in_place(target.value, holder, replaced)
+                return
+        if isinstance(target, ast.Name) and target.id in self.rebound_elsewhere:
+            fact = _uncertain(fact)
         if isinstance(target, ast.Name | ast.Attribute):
             key = dotted_name(target)
             if key is None:
@@ -536,8 +569,11 @@ class Interpreter:
                 tensors = [fact for fact in facts if isinstance(fact, TensorFact)]
                 if not tensors:
                     return UNKNOWN
+                shape = tensors[0].shape
+                if all(tensor.shape is not None for tensor in tensors):
+                    shape = functools.reduce(broadcast_shapes, (t.shape for t in tensors))
                 return TensorFact(
-                    shape=tensors[0].shape,
+                    shape=shape,
                     origin=node,
                     dtype="bool",
                     polarity=_compared_polarity(facts, operators, comparators),
@@ -936,8 +972,12 @@ class Interpreter:
         receiver: Fact,
         args: list[Argument],
         kwargs: dict[str, Argument],
+        receiver_node: ast.expr | None = None,
     ) -> Fact:
+        """``receiver.<func.attr>(...)``; ``receiver_node`` is where the receiver is written
+        when it is not ``func.value`` (``torch.Tensor.unsqueeze_(y, 0)``)."""
         name = func.attr
+        receiver_node = func.value if receiver_node is None else receiver_node
         if isinstance(receiver, ModuleFact) and name in _MODULE_RETURNS_ITSELF:
             return receiver  # self.proj = nn.Linear(a, b).to(device)
         if name == "register_buffer" and _is_self(func.value):
@@ -950,22 +990,27 @@ class Interpreter:
         if tensor is None:
             return _unmodelled_call(node)
         if name == "size":
-            return self._size_call(func.value, tensor, args)
+            return self._size_call(receiver_node, tensor, args)
         if name in ("dim", "ndimension"):
             return IntFact(Dim.constant(tensor.rank)) if tensor.rank is not None else UNKNOWN
         in_place = name.endswith("_") and not name.startswith("_")
         transfer = TENSOR_METHODS.get(name[:-1] if in_place else name)
         if transfer is None:
-            if in_place:
-                self._rebind(func.value, flow(tensor, Family.UNMODELLED_IN_PLACE))
+            if name in _RESHAPED_IN_PLACE:
+                changed = flow(tensor, Family.VIEW, shape=None, layout=None, origin=node)
+                self._changed_in_place(receiver_node, tensor, changed)
+            elif in_place:
+                self._rebind(receiver_node, flow(tensor, Family.UNMODELLED_IN_PLACE))
             return _unmodelled_call(node)
         anchor = self.context.attribute_name(func)
         op = OpCall(
-            name[:-1] if in_place else name, node, anchor, tensor, func.value, self, args, kwargs
+            name[:-1] if in_place else name, node, anchor, tensor, receiver_node, self, args, kwargs
         )
         result = transfer(op)
-        if in_place:
-            self._rebind(func.value, result)
+        if in_place and isinstance(result, TensorFact) and _reshaped(tensor, result):
+            self._changed_in_place(receiver_node, tensor, result)
+        elif in_place:
+            self._rebind(receiver_node, result)
         return result
 
     def _register_buffer(
@@ -1004,6 +1049,19 @@ class Interpreter:
         if key is not None and key in self.env:
             self.env[key] = fact
 
+    def _changed_in_place(self, target: ast.expr, before: TensorFact, after: TensorFact) -> None:
+        """``y.unsqueeze_(0)``, ``y.data = w``: the tensor object itself took another shape,
+        so every name bound to it (``z = y``, ``box = [y]; box[0]``) sees the change. Names
+        holding the very same fact may be that tensor: they get the new shape, uncertain, so
+        no "does nothing" finding or safe fix rests on their old one. (Only ops that change
+        the shape look for aliases: they are rare, and the scan is over the environment.)"""
+        key = dotted_name(target)
+        changed = _uncertain(after)
+        for name, fact in list(self.env.items()):
+            if fact is before and name != key:
+                self.env[name] = changed
+        self._rebind(target, after)
+
     def _size_call(
         self,
         receiver: ast.expr,
@@ -1032,6 +1090,11 @@ class Interpreter:
         args: list[Argument],
         kwargs: dict[str, Argument],
     ) -> Fact:
+        method = name.removeprefix("torch.Tensor.")
+        if method != name and args and isinstance(node.func, ast.Attribute):
+            # torch.Tensor.unsqueeze_(y, 0) is y.unsqueeze_(0)
+            receiver, receiver_node = args[0]
+            return self._method(node, node.func, receiver, args[1:], kwargs, receiver_node)
         if name in FUNCTIONS:
             op = OpCall(name, node, node.func, TensorFact(), None, self, args, kwargs)
             return FUNCTIONS[name](op)
@@ -1201,6 +1264,14 @@ def _closes_over(fact: Fact) -> bool:
 
 def _is_self(node: ast.expr) -> bool:
     return isinstance(node, ast.Name) and node.id == "self"
+
+
+_RESHAPED_IN_PLACE = frozenset({"resize_", "resize_as_", "set_", "as_strided_"})
+"""In-place methods that give the tensor another shape, which the analysis does not work out."""
+
+
+def _reshaped(before: TensorFact, after: TensorFact) -> bool:
+    return before.shape != after.shape or before.layout != after.layout
 
 
 def _unmodelled_call(node: ast.Call) -> Unknown:

@@ -234,6 +234,26 @@ def kept_contiguous(receiver: TensorFact, rank: int | None) -> Layout | None:
     return Layout.contiguous(rank) if contiguous else None
 
 
+def broadcast_shapes(
+    left: tuple[Dim, ...] | None, right: tuple[Dim, ...] | None
+) -> tuple[Dim, ...] | None:
+    """The shape of an elementwise op of the two (PyTorch's broadcasting rule)."""
+    if left is None or right is None:
+        return None
+    rank = max(len(left), len(right))
+    padded_left = (Dim.constant(1),) * (rank - len(left)) + left
+    padded_right = (Dim.constant(1),) * (rank - len(right)) + right
+    shape = []
+    for a, b in zip(padded_left, padded_right, strict=True):
+        if a == b or b.value == 1:
+            shape.append(a)
+        elif a.value == 1:
+            shape.append(b)
+        else:
+            shape.append(Dim.symbol("?"))
+    return tuple(shape)
+
+
 def new_tensor(
     shape: tuple[Dim, ...] | None,
     origin: ast.AST,

@@ -31,6 +31,7 @@ from shapecheck.analysis.ops import (
     OpCall,
     OpContext,
     as_tensor,
+    broadcast_shapes,
     functional_names,
     module_op,
     number,
@@ -148,25 +149,6 @@ def normalize(call: OpCall) -> Fact:
         origin=call.node,
         scaling=(ScaleEvidence(call.node, None),),
     )
-
-
-def broadcast_shapes(
-    left: tuple[Dim, ...] | None, right: tuple[Dim, ...] | None
-) -> tuple[Dim, ...] | None:
-    if left is None or right is None:
-        return None
-    rank = max(len(left), len(right))
-    padded_left = (Dim.constant(1),) * (rank - len(left)) + left
-    padded_right = (Dim.constant(1),) * (rank - len(right)) + right
-    shape = []
-    for a, b in zip(padded_left, padded_right, strict=True):
-        if a == b or b.value == 1:
-            shape.append(a)
-        elif a.value == 1:
-            shape.append(b)
-        else:
-            shape.append(Dim.symbol("?"))
-    return tuple(shape)
 
 
 def arithmetic(context: OpContext, node: ast.AST, operator: str, left: Fact, right: Fact) -> Fact:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import math
+from dataclasses import replace
 
 from shapecheck.analysis.dims import Dim
 from shapecheck.analysis.facts import (
@@ -24,6 +25,7 @@ from shapecheck.analysis.ops import (
     OpCall,
     OpContext,
     as_tensor,
+    broadcast_shapes,
     function_op,
     number,
     tensor_op,
@@ -68,8 +70,14 @@ WEAK_FILL = 1e4
 @tensor_op("masked_fill", functions=torch_names("masked_fill"))
 def masked_fill(call: OpCall) -> Fact:
     receiver = call.receiver
-    layout = Layout.contiguous(receiver.rank) if receiver.layout is not None else None
     mask, value = call.get(0, "mask"), call.get(1, "value")
+    shape = receiver.shape
+    mask_tensor = as_tensor(mask[0]) if mask is not None else None
+    if mask_tensor is not None and mask_tensor.shape is not None and shape is not None:
+        shape = broadcast_shapes(shape, mask_tensor.shape)  # a mask of more axes adds them
+    reshaped = shape is not None and shape != receiver.shape
+    rank = len(shape) if reshaped and shape is not None else receiver.rank
+    layout = Layout.contiguous(rank) if receiver.layout is not None or reshaped else None
     if mask is not None:
         check_mask(call.context, receiver, *mask)
     unread_fills = receiver.unread_fills
@@ -91,7 +99,7 @@ def masked_fill(call: OpCall) -> Fact:
         masked = call.node  # the softmax already spent weight on these keys
     masked_with = receiver.masked_with | ({written} if written else set())
     return flow(
-        receiver,
+        receiver if not reshaped else replace(receiver, shape=shape),
         Family.MASKING,
         layout=layout,
         origin=call.node,

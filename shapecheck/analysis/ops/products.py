@@ -26,6 +26,7 @@ from shapecheck.analysis.ops import (
     OpCall,
     OpContext,
     as_tensor,
+    broadcast_shapes,
     function_op,
     functional_names,
     module_op,
@@ -34,7 +35,7 @@ from shapecheck.analysis.ops import (
     tensor_op,
     torch_names,
 )
-from shapecheck.analysis.ops.arithmetic import broadcast_shapes, scaled
+from shapecheck.analysis.ops.arithmetic import scaled
 from shapecheck.analysis.ops.views import rely_on_divisions
 
 
