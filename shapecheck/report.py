@@ -129,27 +129,48 @@ def _escape(text: str, property_value: bool) -> str:
     return text.replace(":", "%3A").replace(",", "%2C") if property_value else text
 
 
+_INPUT_ERROR_HELP = """\
+## What it does
+Reports a file shapecheck could not check: it could not be read (a FIFO, a device, a symlink
+loop, a folder that cannot be listed), decoded (its coding cookie or UTF-8) or parsed (a
+syntax error, or nesting too deep for Python), or a rule failed on it (an internal error,
+which costs only that rule's findings in that file; please report it).
+
+## Why is this bad?
+Nothing in the file was checked, so its silence means nothing. The exit status is 2.
+
+## Fix safety
+No fix: mend the file, or exclude it."""
+
+_TAGS = {"1": "views", "2": "axes", "3": "attention", "4": "masks", "5": "shapes", "6": "numerics"}
+"""A tag per family of rules (the code's first digit), for code scanning's filters."""
+
+
 def _sarif(diagnostics: Sequence[Diagnostic]) -> dict[str, Any]:
-    """One SARIF 2.1.0 run: every rule's metadata, the results, and fixes where there are."""
+    """One SARIF 2.1.0 run: every rule's metadata, the results, and fixes where there are.
+    Written for GitHub code scanning: each rule has a full description, help in text and
+    Markdown, a precision and tags."""
     from shapecheck.rule import all_rules
 
     rules: list[dict[str, Any]] = [
-        {
-            "id": INPUT_ERROR_CODE,
-            "name": INPUT_ERROR_NAME,
-            "shortDescription": {"text": "input that could not be read, decoded or parsed"},
-            "defaultConfiguration": {"level": "error"},
-        }
+        _sarif_rule(
+            INPUT_ERROR_CODE,
+            INPUT_ERROR_NAME,
+            "input that could not be read, decoded or parsed",
+            _INPUT_ERROR_HELP,
+            "error",
+            {"tags": ["input"]},
+        )
     ]
     rules += [
-        {
-            "id": rule.code,
-            "name": rule.name,
-            "shortDescription": {"text": rule.summary},
-            "help": {"text": rule.documentation(), "markdown": rule.documentation()},
-            "defaultConfiguration": {"level": rule.severity},
-            "properties": {"fix": rule.fix_safety() or "none"},
-        }
+        _sarif_rule(
+            rule.code,
+            rule.name,
+            rule.summary,
+            rule.documentation(),
+            rule.severity,
+            {"fix": rule.fix_safety() or "none", "tags": ["pytorch", _TAGS[rule.code[2]]]},
+        )
         for rule in all_rules()
     ]
     index = {rule["id"]: position for position, rule in enumerate(rules)}
@@ -166,10 +187,53 @@ def _sarif(diagnostics: Sequence[Diagnostic]) -> dict[str, Any]:
     }
 
 
+def _sarif_rule(
+    code: str, name: str, summary: str, documentation: str, level: str, properties: dict[str, Any]
+) -> dict[str, Any]:
+    # an error is a crash PyTorch raises or a result it proves wrong: as sure as a finding gets
+    precision = "very-high" if level == "error" else "high"
+    return {
+        "id": code,
+        "name": name,
+        "shortDescription": {"text": summary},
+        "fullDescription": {"text": _section(documentation, "What it does")},
+        "help": {"text": _plain(documentation), "markdown": documentation},
+        "defaultConfiguration": {"level": level},
+        "properties": {"precision": precision, **properties},
+    }
+
+
+def _section(documentation: str, title: str) -> str:
+    """One ``## title`` section of a rule's documentation, as one paragraph of text."""
+    section = documentation.partition(f"## {title}")[2].split("\n## ", 1)[0]
+    return " ".join(section.split())
+
+
+def _plain(markdown: str) -> str:
+    """The documentation without Markdown's headings and fences, for viewers of plain text."""
+    lines = [line for line in markdown.splitlines() if not line.startswith("```")]
+    return "\n".join(line.removeprefix("## ") for line in lines)
+
+
+def _artifact_uri(path: str) -> str:
+    """A relative path stays relative (code scanning resolves it against the repository), an
+    absolute one becomes a ``file://`` URI; either is percent-encoded."""
+    from pathlib import PurePosixPath, PureWindowsPath
+    from urllib.parse import quote
+
+    windows = PureWindowsPath(path)
+    if windows.drive:  # C:\\model.py
+        return "file:///" + quote(windows.as_posix(), safe="/:")
+    posix = path.replace("\\", "/")
+    if PurePosixPath(posix).is_absolute():
+        return "file://" + quote(posix)
+    return quote(posix)
+
+
 def _sarif_result(diagnostic: Diagnostic, rule_index: int) -> dict[str, Any]:
     import hashlib
 
-    location = {"uri": diagnostic.path.replace("\\", "/")}
+    location = {"uri": _artifact_uri(diagnostic.path)}
     result: dict[str, Any] = {
         "ruleId": diagnostic.code,
         "ruleIndex": rule_index,

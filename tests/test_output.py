@@ -64,6 +64,39 @@ def test_sarif_without_findings_is_valid(cli: Cli, write: Write) -> None:
     assert log["runs"][0]["results"] == []
 
 
+def test_sarif_rules_carry_what_code_scanning_shows(cli: Cli, write: Write) -> None:
+    """GitHub code scanning shows a rule's full description and its Markdown help, and
+    filters by precision and tags: every rule has them, SC000 included."""
+    write("model.py", BAD_VIEW)
+    rules = json.loads(cli("--format", "sarif", "model.py").output)["runs"][0]["tool"]["driver"]
+    for rule in rules["rules"]:
+        assert rule["fullDescription"]["text"] and "\n" not in rule["fullDescription"]["text"]
+        assert rule["help"]["markdown"].startswith("## What it does")
+        assert "##" not in rule["help"]["text"] and "```" not in rule["help"]["text"]
+        assert rule["properties"]["precision"] in ("very-high", "high")
+        assert rule["properties"]["tags"]
+    view = next(rule for rule in rules["rules"] if rule["id"] == "SC101")
+    assert view["fullDescription"]["text"].startswith("Finds `.view(...)` calls that merge")
+    assert view["properties"]["tags"] == ["pytorch", "views"]
+
+
+@pytest.mark.parametrize(
+    ("path", "uri"),
+    [
+        ("model.py", "model.py"),
+        ("src/a b%c.py", "src/a%20b%25c.py"),
+        ("/home/user/model.py", "file:///home/user/model.py"),
+        ("C:\\work\\my model.py", "file:///C:/work/my%20model.py"),
+    ],
+)
+def test_sarif_locations_are_uris(path: str, uri: str) -> None:
+    """A bare absolute path or an unencoded ``%`` is no URI: code scanning cannot place it."""
+    found = Diagnostic(path, 1, 1, 1, 2, "SC101", "view-without-contiguous", "error", "m")
+    log = json.loads(render([found], "sarif", 1))
+    location = log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]
+    assert location["artifactLocation"]["uri"] == uri
+
+
 def test_github_annotations(cli: Cli, write: Write) -> None:
     write("model.py", BAD_VIEW)
     result = cli("--format", "github", "model.py")
