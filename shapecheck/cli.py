@@ -57,6 +57,9 @@ class InputError(click.ClickException):
     "--exit-zero", is_flag=True, help="Exit with 0 even when there are findings (not errors)."
 )
 @click.option("--select", multiple=True, help="Codes or prefixes to enable (e.g. SC1,SC301).")
+@click.option(
+    "--extend-select", multiple=True, help="Codes or prefixes to enable, added to the selection."
+)
 @click.option("--ignore", multiple=True, help="Codes or prefixes to disable.")
 @click.option("--exclude", multiple=True, help="Glob patterns to skip, replacing the defaults.")
 @click.option(
@@ -132,6 +135,7 @@ def main(
     quiet: bool,
     exit_zero: bool,
     select: tuple[str, ...],
+    extend_select: tuple[str, ...],
     ignore: tuple[str, ...],
     exclude: tuple[str, ...],
     extend_exclude: tuple[str, ...],
@@ -178,13 +182,7 @@ def main(
         _show_shapes(paths)
         return
     if list_rules:
-        from shapecheck.rule import all_rules
-
-        for rule_class in all_rules():
-            click.echo(
-                f"{rule_class.code}  {rule_class.name:<32} {rule_class.severity:<8} "
-                f"{rule_class.summary}"
-            )
+        _list_rules(output_format)
         return
 
     settings = _settings(paths, config_path, isolated, stdin_filename)
@@ -195,7 +193,7 @@ def main(
     from shapecheck.run import check_files
 
     try:
-        codes = enabled_codes(rule_codes(), settings, select, ignore)
+        codes = enabled_codes(rule_codes(), settings, select, ignore, extend_select)
     except SelectionError as error:
         raise click.UsageError(str(error)) from error
 
@@ -438,6 +436,31 @@ def _show_shapes(paths: Sequence[str]) -> None:
     click.echo("\n\n".join(listings))
 
 
+def _list_rules(output_format: str) -> None:
+    """``--list-rules``: one line per rule, or (``--format json``) one object per rule."""
+    import json
+
+    from shapecheck.rule import all_rules
+
+    if output_format not in ("text", "json"):
+        raise click.UsageError("--list-rules prints text or json")
+    if output_format == "json":
+        listed = [
+            {
+                "code": rule.code,
+                "name": rule.name,
+                "severity": rule.severity,
+                "fix": rule.fix_safety(),
+                "summary": rule.summary,
+            }
+            for rule in all_rules()
+        ]
+        click.echo(json.dumps(listed, indent=2))
+        return
+    for rule in all_rules():
+        click.echo(f"{rule.code}  {rule.name:<32} {rule.severity:<8} {rule.summary}")
+
+
 def _settings(
     paths: Sequence[str], config_path: Path | None, isolated: bool, stdin_filename: str | None
 ) -> Settings:
@@ -509,4 +532,8 @@ def _printable(path: str) -> str:
 
 
 def _colour() -> bool | None:
-    return False if os.environ.get("NO_COLOR") else None
+    """Colour on a terminal; never under ``NO_COLOR``, always under ``FORCE_COLOR`` (CI logs
+    that render it), both as ruff reads them (set and not empty)."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    return True if os.environ.get("FORCE_COLOR") else None

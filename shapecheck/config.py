@@ -42,7 +42,7 @@ DEFAULT_EXCLUDE = (
     "venv",
 )
 
-_KEYS = {"select", "ignore", "exclude", "extend-exclude", "per-file-ignores"}
+_KEYS = {"select", "extend-select", "ignore", "exclude", "extend-exclude", "per-file-ignores"}
 
 
 class ConfigError(Exception):
@@ -52,6 +52,7 @@ class ConfigError(Exception):
 @dataclass
 class Settings:
     select: list[str] = field(default_factory=lambda: ["ALL"])
+    extend_select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
     exclude: list[str] = field(default_factory=lambda: list(DEFAULT_EXCLUDE))
     extend_exclude: list[str] = field(default_factory=list)
@@ -108,6 +109,8 @@ def load_settings(path: Path | None) -> Settings:
     settings = Settings(root=path.parent.resolve(), config_path=path)
     if "select" in data:
         settings.select = _strings(data["select"], "select", path)
+    if "extend-select" in data:
+        settings.extend_select = _strings(data["extend-select"], "extend-select", path)
     if "ignore" in data:
         settings.ignore = _strings(data["ignore"], "ignore", path)
     if "exclude" in data:

@@ -35,21 +35,27 @@ def enabled_codes(
     settings: Settings,
     select: Iterable[str] = (),
     ignore: Iterable[str] = (),
+    extend_select: Iterable[str] = (),
 ) -> list[str]:
-    """The rules to run: ``select`` (from the command line) replaces the configuration's,
-    ``ignore`` adds to it; every code listed anywhere must name a rule (SelectionError)."""
+    """The rules to run, as ruff resolves them: ``select`` (from the command line) replaces
+    the configuration's selection, its ``extend-select`` included; ``extend_select`` and
+    ``ignore`` add to what is left. Every code listed anywhere must name a rule
+    (SelectionError)."""
     cli_select, cli_ignore = parse_codes(select), parse_codes(ignore)
+    cli_extend = parse_codes(extend_select)
     config_select, config_ignore = parse_codes(settings.select), parse_codes(settings.ignore)
+    config_extend = parse_codes(settings.extend_select)
     where = str(settings.config_path or "configuration")
-    listings = [("--select", cli_select), ("--ignore", cli_ignore)]
-    listings += [(where, config_select), (where, config_ignore)]
+    listings = [("--select", cli_select), ("--extend-select", cli_extend)]
+    listings += [("--ignore", cli_ignore), (where, config_select), (where, config_extend)]
+    listings += [(where, config_ignore)]
     listings += [
         (f"{where}: per-file-ignores {pattern!r}", parse_codes(listed))
         for pattern, listed in settings.per_file_ignores.items()
     ]
     for label, listed in listings:
         validate(listed, codes, label)
-    selected = cli_select or config_select
+    selected = [*(cli_select or [*config_select, *config_extend]), *cli_extend]
     ignored = [*config_ignore, *cli_ignore]
     return [code for code in codes if enabled(code, selected, ignored)]
 

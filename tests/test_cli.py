@@ -42,6 +42,16 @@ def test_colour_on_a_terminal_unless_no_color(
     assert "\x1b[" not in terminal.invoke(main, ["model.py"], color=True).output
 
 
+def test_force_color_colours_output_that_is_not_a_terminal(
+    cli: Cli, write: Write, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write("model.py", BAD_VIEW)
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    assert "\x1b[" in cli("model.py").output
+    monkeypatch.setenv("NO_COLOR", "1")  # no-color.org wins
+    assert "\x1b[" not in cli("model.py").output
+
+
 def test_clean_code_exits_zero(cli: Cli, write: Write) -> None:
     write("model.py", CLEAN)
     result = cli("model.py")
@@ -108,6 +118,19 @@ def test_select_and_ignore_take_codes_and_prefixes(cli: Cli, write: Write) -> No
     assert _codes(cli("--ignore", "SC1", "model.py")) == ["SC301"]
     assert _codes(cli("--select", "SC101,SC301", "--ignore", "SC301", "model.py")) == ["SC101"]
     assert _codes(cli("--select", "sc1", "model.py")) == ["SC101"]
+
+
+def test_extend_select_adds_to_the_selection(cli: Cli, write: Write) -> None:
+    write("model.py", BAD_VIEW + "\n\n" + UNSCALED.replace("import torch\n", ""))
+    assert _codes(cli("--select", "SC1", "--extend-select", "SC3", "model.py")) == [
+        "SC101",
+        "SC301",
+    ]
+    write("pyproject.toml", '[tool.shapecheck]\nselect = ["SC1"]\nextend-select = ["SC301"]\n')
+    assert _codes(cli("model.py")) == ["SC101", "SC301"]
+    # as in ruff, --select on the command line replaces the configuration's extend-select too
+    assert _codes(cli("--select", "SC1", "model.py")) == ["SC101"]
+    assert cli("--extend-select", "SC9", "model.py").exit_code == 2
 
 
 def test_unknown_code_is_a_usage_error(cli: Cli, write: Write) -> None:
@@ -222,6 +245,21 @@ def test_list_rules(cli: Cli) -> None:
     lines = result.output.splitlines()
     assert lines[0].split()[:3] == ["SC101", "view-without-contiguous", "error"]
     assert [line.split()[0] for line in lines] == [rule.code for rule in all_rules()]
+
+
+def test_list_rules_as_json(cli: Cli) -> None:
+    result = cli("--list-rules", "--format", "json")
+    assert result.exit_code == 0
+    listed = json.loads(result.output)
+    assert [rule["code"] for rule in listed] == [rule.code for rule in all_rules()]
+    assert listed[0] == {
+        "code": "SC101",
+        "name": "view-without-contiguous",
+        "severity": "error",
+        "fix": "safe",
+        "summary": all_rules()[0].summary,
+    }
+    assert cli("--list-rules", "--format", "sarif").exit_code == 2
 
 
 def test_explain(cli: Cli) -> None:
