@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import io
+import itertools
+import sys
 import tokenize
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -125,13 +127,16 @@ class _Fixes:
         return FixEdits(fix.description, safe, tuple(edits), fix.keeps_results)
 
     def _import(self, name: str) -> TextEdit:
-        """``import name`` on a line of its own after the imports (after the last line when
-        that one has no line break)."""
-        line, newline, lines = _import_line(self.module), _newline(self.lines), self.lines.lines
+        """``import name`` (a standard-library module) on a line of its own, where isort and
+        ruff's I001 would put it (after the last line when that one has no line break)."""
+        line, blank_before, blank_after = _import_place(self.module, name)
+        newline, lines = _newline(self.lines), self.lines.lines
+        statement = f"{newline if blank_before else ''}import {name}"
         if line > len(lines) and lines and not lines[-1].endswith(("\n", "\r")):
             end = len(lines[-1]) + 1
-            return TextEdit(len(lines), end, len(lines), end, f"{newline}import {name}")
-        return TextEdit(line, 1, line, 1, f"import {name}{newline}")
+            return TextEdit(len(lines), end, len(lines), end, f"{newline}{statement}")
+        text = f"{statement}{newline}{newline if blank_after else ''}"
+        return TextEdit(line, 1, line, 1, text)
 
     def _tree(self, line: int) -> ConcreteTree | None:
         from shapecheck.concrete import ConcreteTree  # libcst: only for files with fixes
@@ -150,15 +155,49 @@ def _first_line(statement: ast.stmt) -> int:
     return decorators[0].lineno if decorators else statement.lineno
 
 
-def _import_line(module: ast.Module) -> int:
-    """Where ``import name`` goes: after the last top-level import, else before the first
-    statement after the docstring."""
+def _import_place(module: ast.Module, name: str) -> tuple[int, bool, bool]:
+    """Where ``import name`` goes, and whether a blank line goes before or after it, as
+    isort sorts the imports at the top of a module: sections (``__future__``, the standard
+    library, the rest) apart, plain imports before ``from`` imports, each in name order.
+    Without imports at the top: before the first statement after the docstring."""
     body = module.body
-    imports = [s for s in body if isinstance(s, ast.Import | ast.ImportFrom)]
-    if imports:
-        return (imports[-1].end_lineno or imports[-1].lineno) + 1
-    after_docstring = body[1:] if ast.get_docstring(module, clean=False) is not None else body
-    return _first_line(after_docstring[0]) if after_docstring else 1
+    if body and ast.get_docstring(module, clean=False) is not None:
+        body = body[1:]
+    block: list[ast.Import | ast.ImportFrom] = []
+    for statement in itertools.takewhile(
+        lambda s: isinstance(s, ast.Import | ast.ImportFrom), body
+    ):
+        assert isinstance(statement, ast.Import | ast.ImportFrom)
+        block.append(statement)
+    if not block:
+        imports = [s for s in body if isinstance(s, ast.Import | ast.ImportFrom)]
+        if imports:  # imports only further down: after the last of them
+            return (imports[-1].end_lineno or imports[-1].lineno) + 1, False, False
+        return (_first_line(body[0]) if body else 1), False, False
+    future = [s for s in block if isinstance(s, ast.ImportFrom) and s.module == "__future__"]
+    others = [s for s in block if s not in future]
+    standard = [s for s in others if _section(s) == "stdlib"]
+    if not standard:  # a section of its own, between __future__ and the rest
+        if others:
+            return others[0].lineno, False, True
+        return (future[-1].end_lineno or future[-1].lineno) + 1, True, False
+    plain = [s for s in standard if isinstance(s, ast.Import)]
+    later = next((s for s in plain if s.names[0].name.lower() > name.lower()), None)
+    if later is not None:
+        return later.lineno, False, False
+    if plain:
+        return (plain[-1].end_lineno or plain[-1].lineno) + 1, False, False
+    return standard[0].lineno, False, False
+
+
+def _section(statement: ast.Import | ast.ImportFrom) -> str:
+    if isinstance(statement, ast.ImportFrom):
+        if statement.level:
+            return "local"
+        top = (statement.module or "").partition(".")[0]
+    else:
+        top = statement.names[0].name.partition(".")[0]
+    return "stdlib" if top in sys.stdlib_module_names else "other"
 
 
 def _newline(lines: Lines) -> str:

@@ -18,7 +18,7 @@ Cli = Callable[..., Result]
 Write = Callable[[str, str | bytes], Path]
 
 VIEW_FIXED = BAD_VIEW.replace(".transpose(1, 2).view(", ".transpose(1, 2).contiguous().view(")
-UNSCALED_FIXED = UNSCALED.replace("import torch\n", "import torch\nimport math\n").replace(
+UNSCALED_FIXED = UNSCALED.replace("import torch\n", "import math\n\nimport torch\n").replace(
     "scores = q @ k.transpose(-2, -1)", "scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))"
 )
 
@@ -37,6 +37,49 @@ def test_unsafe_fixes_apply_with_the_flag_and_add_the_import(cli: Cli, write: Wr
     result = cli("--fix", "--unsafe-fixes", "other.py")
     assert other.read_text() == UNSCALED_FIXED
     assert (result.exit_code, result.output) == (0, "No findings in 1 file (1 fixed)\n")
+
+
+FUTURE = "from __future__ import annotations\n\n"
+ATTEND = "\n\ndef attend(q, k, v):\n    return torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v\n"
+
+
+@pytest.mark.parametrize(
+    ("imports", "sorted_imports"),
+    [
+        (
+            "import torch\nimport torch.nn as nn\n",
+            "import math\n\nimport torch\nimport torch.nn as nn\n",
+        ),
+        (
+            FUTURE + "import os\nfrom typing import Any\n\nimport torch\n",
+            FUTURE + "import math\nimport os\nfrom typing import Any\n\nimport torch\n",
+        ),
+        (
+            '"""Doc."""\n\nfrom __future__ import annotations\n\nimport torch\n',
+            '"""Doc."""\n\nfrom __future__ import annotations\n\nimport math\n\nimport torch\n',
+        ),
+        (
+            "import abc\nfrom os import path\n\nimport torch\n",
+            "import abc\nimport math\nfrom os import path\n\nimport torch\n",
+        ),
+        ("import sys\n\nimport torch\n", "import math\nimport sys\n\nimport torch\n"),
+    ],
+)
+def test_an_added_import_goes_where_isort_puts_it(
+    cli: Cli, write: Write, imports: str, sorted_imports: str
+) -> None:
+    """ruff's I001 (isort) accepts the fixed file: ``import math`` joins the standard library's
+    section in name order, or opens it between ``__future__`` and the rest."""
+    import subprocess
+    import sys
+
+    model = write("model.py", imports + ATTEND)
+    cli("--fix", "--unsafe-fixes", "--select", "SC301", "model.py")
+    assert model.read_text().startswith(sorted_imports)
+    ruff = [sys.executable, "-m", "ruff", "check", "--isolated", "--select", "I", str(model)]
+    assert subprocess.run(ruff, capture_output=True, text=True).returncode == 0
+    model.write_text(imports.replace("import torch\n", "import torch\nimport math\n") + ATTEND)
+    assert subprocess.run(ruff, capture_output=True, text=True).returncode == 1  # ruff can tell
 
 
 def test_a_second_fix_run_changes_nothing(cli: Cli, write: Write) -> None:
