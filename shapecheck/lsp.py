@@ -4,57 +4,168 @@ Diagnostics are published when a Python document is opened, changed or saved, fr
 in the editor (not the file on disk), under the configuration that applies to the file; fixes
 are offered as quick-fix code actions (unsafe ones say so and are never preferred). Needs the
 ``lsp`` extra (pygls).
+
+Checks run on one background thread, so the server keeps answering (``shutdown``, ``exit``,
+the end of its input) while a big document is checked. Changes that arrive during a check are
+checked once, together, when it ends; a check whose document changed or closed meanwhile is
+dropped, never published over the newer text's. Quick fixes come from the check whose
+diagnostics the editor shows.
 """
 
 from __future__ import annotations
 
+import io
+import threading
+import tokenize
+from collections.abc import Generator
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
+from pygls.protocol.language_server import LanguageServerProtocol, lsp_method
 from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 from pygls.workspace.position_codec import ServerTextPosition, ServerTextRange
 
 from shapecheck import __version__
 from shapecheck.config import ConfigError, Settings, find_config, load_settings
-from shapecheck.diagnostics import Diagnostic, FixEdits
+from shapecheck.diagnostics import Diagnostic, FixEdits, input_error
 from shapecheck.linter import lint_source
 from shapecheck.rule import Rule, all_rules, rule_codes
+from shapecheck.run import failure
 from shapecheck.selection import SelectionError, enabled_codes
+from shapecheck.source import physical_lines
 
 SOURCE = "shapecheck"
 
+
+class _Protocol(LanguageServerProtocol):
+    """pygls' protocol, except that a change to a document the client never opened is ignored
+    (pygls raises KeyError)."""
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
+    def lsp_text_document__did_change(
+        self, params: types.DidChangeTextDocumentParams
+    ) -> Generator[Any, Any, None]:
+        if _open_document(params.text_document.uri) is not None:
+            yield from super().lsp_text_document__did_change(params)
+
+
 server = LanguageServer(
-    "shapecheck", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Full
+    "shapecheck",
+    __version__,
+    text_document_sync_kind=types.TextDocumentSyncKind.Full,
+    protocol_cls=_Protocol,
 )
 
 
+@dataclass(frozen=True)
+class _Snapshot:
+    """A document's text as the editor had it."""
+
+    uri: str
+    version: int | None
+    text: str
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """A snapshot's findings, each with the diagnostic the editor was sent for it."""
+
+    snapshot: _Snapshot
+    lines: list[str]
+    findings: list[tuple[Diagnostic, types.Diagnostic]]
+
+
+class _Checker:
+    """The background thread that checks documents, and the current check of each open one."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._waiting: dict[str, _Snapshot] = {}
+        """The newest text of each document that changed since its last check began."""
+        self._open: dict[str, _Checked | None] = {}
+        """Each open document's check of its newest text; None until that is done."""
+        self._stopped = False
+
+    def start(self) -> None:
+        # a daemon: a check still running never keeps the process alive once its client left
+        threading.Thread(target=self._run, name="shapecheck-checks", daemon=True).start()
+
+    def request(self, snapshot: _Snapshot) -> None:
+        with self._changed:
+            self._waiting[snapshot.uri] = snapshot
+            self._open[snapshot.uri] = None
+            self._changed.notify()
+
+    def current(self, uri: str) -> _Checked | None:
+        with self._changed:
+            return self._open.get(uri)
+
+    def forget(self, uri: str) -> None:
+        """The document closed: its diagnostics go, and a check under way is dropped."""
+        with self._changed:
+            self._waiting.pop(uri, None)
+            self._open.pop(uri, None)
+            _publish(uri, None, [])
+
+    def stop(self) -> None:
+        with self._changed:
+            self._stopped = True
+            self._changed.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                while not (self._waiting or self._stopped):
+                    self._changed.wait()
+                if self._stopped:
+                    return
+                uri = next(iter(self._waiting))
+                snapshot = self._waiting.pop(uri)
+            checked = _check(snapshot)
+            with self._changed:
+                if self._stopped or uri in self._waiting or uri not in self._open:
+                    continue  # stale: the document changed or closed while it was checked
+                self._open[uri] = checked
+                _publish(uri, snapshot.version, [shown for _, shown in checked.findings])
+
+
+checker = _Checker()
+
+
 def serve() -> None:
+    checker.start()
     server.start_io()
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
 def did_open(params: types.DidOpenTextDocumentParams) -> None:
-    _publish(params.text_document.uri)
+    _request_check(params.text_document.uri)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
 def did_change(params: types.DidChangeTextDocumentParams) -> None:
-    _publish(params.text_document.uri)
+    _request_check(params.text_document.uri)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
 def did_save(params: types.DidSaveTextDocumentParams) -> None:
-    _publish(params.text_document.uri)
+    _request_check(params.text_document.uri)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
 def did_close(params: types.DidCloseTextDocumentParams) -> None:
-    server.text_document_publish_diagnostics(
-        types.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[])
-    )
+    checker.forget(params.text_document.uri)
+
+
+@server.feature(types.SHUTDOWN)
+def shutdown(_: None) -> None:
+    checker.stop()
 
 
 @server.feature(
@@ -62,48 +173,118 @@ def did_close(params: types.DidCloseTextDocumentParams) -> None:
     types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]),
 )
 def code_actions(params: types.CodeActionParams) -> list[types.CodeAction]:
-    """A quick fix for each finding with a fix that touches the requested range."""
-    document = server.workspace.get_text_document(params.text_document.uri)
-    wanted = params.range
+    """A quick fix for each finding with a fix that touches the requested range; none while the
+    document's newest text is being checked, nor for a document the client never opened."""
+    checked = checker.current(params.text_document.uri)
+    if checked is None:
+        return []
+    uri = checked.snapshot.uri
     actions = []
-    for diagnostic in _findings(document):
-        if diagnostic.fix is None or not _overlaps(_range(document, diagnostic), wanted):
+    for finding, shown in checked.findings:
+        fix = finding.fix
+        if fix is None or not _overlaps(shown.range, params.range):
             continue
-        fix = diagnostic.fix
-        title = f"{diagnostic.code}: {fix.description}" + ("" if fix.safe else " (unsafe)")
+        title = f"{finding.code}: {fix.description}" + ("" if fix.safe else " (unsafe)")
         actions.append(
             types.CodeAction(
                 title=title,
                 kind=types.CodeActionKind.QuickFix,
-                diagnostics=[_lsp_diagnostic(document, diagnostic)],
+                diagnostics=[shown],
                 is_preferred=fix.safe,
-                edit=types.WorkspaceEdit(changes={document.uri: _edits(document, fix)}),
+                edit=types.WorkspaceEdit(changes={uri: _edits(checked.lines, fix)}),
             )
         )
     return actions
 
 
-def _publish(uri: str) -> None:
-    document = server.workspace.get_text_document(uri)
-    diagnostics = [_lsp_diagnostic(document, d) for d in _findings(document)]
+def _request_check(uri: str) -> None:
+    document = _open_document(uri)
+    if document is not None:
+        checker.request(_Snapshot(uri, document.version, document.source))
+
+
+def _open_document(uri: str) -> TextDocument | None:
+    """The document the client opened at ``uri``, or None (pygls would read it from disk)."""
+    document: TextDocument | None = server.workspace.text_documents.get(unquote(uri))
+    return document
+
+
+def _publish(uri: str, version: int | None, diagnostics: list[types.Diagnostic]) -> None:
     server.text_document_publish_diagnostics(
-        types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=document.version)
+        types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=version)
     )
 
 
-def _findings(document: TextDocument) -> list[Diagnostic]:
-    path = to_fs_path(document.uri) or document.uri
+def _check(snapshot: _Snapshot) -> _Checked:
+    # LSP ends lines only at \n, \r\n and \r, as Python does (str.splitlines also breaks at
+    # form feeds and Unicode separators, which would shift every later position)
+    lines = physical_lines(snapshot.text)
+    path = to_fs_path(snapshot.uri) or snapshot.uri
+    try:
+        findings = _findings(snapshot.text, path)
+    except Exception as error:  # reported in place of the findings: none stay stale
+        findings = failure(path, error).diagnostics
+    return _Checked(snapshot, lines, [(f, _lsp_diagnostic(lines, f)) for f in findings])
+
+
+def _findings(text: str, path: str) -> list[Diagnostic]:
     if not path.endswith((".py", ".pyi")):
         return []
+    settings, codes = _settings(path)
+    data = _encoded(text, path)
+    if isinstance(data, Diagnostic):
+        return [data]
+    result = lint_source(data, path, _rules(tuple(codes)))
+    return [d for d in result.diagnostics if settings.keeps(d)]
+
+
+_reported_config_errors: set[str] = set()
+
+
+def _settings(path: str) -> tuple[Settings, list[str]]:
+    """The file's settings and the rules they enable. As ruff's server does, a configuration
+    that cannot be used is shown to the user (once) and the defaults apply."""
     try:
         settings = load_settings(find_config(Path(path).parent))
-        codes = enabled_codes(rule_codes(), settings)
-    except (ConfigError, SelectionError):
-        # an editor has no place for a usage error (the command line reports it): defaults
-        settings = Settings()
-        codes = enabled_codes(rule_codes(), settings)
-    result = lint_source(document.source.encode("utf-8"), path, _rules(tuple(codes)))
-    return [d for d in result.diagnostics if settings.keeps(d)]
+        return settings, enabled_codes(rule_codes(), settings)
+    except (ConfigError, SelectionError) as error:
+        message = f"shapecheck: {error}; checking with the default settings"
+        if message not in _reported_config_errors:
+            _reported_config_errors.add(message)
+            server.window_show_message(types.ShowMessageParams(types.MessageType.Error, message))
+    settings = Settings()
+    return settings, enabled_codes(rule_codes(), settings)
+
+
+def _encoded(text: str, path: str) -> bytes | Diagnostic:
+    """The editor's text as a save writes it, in the encoding its PEP 263 declaration names:
+    parse_source decodes that back to exactly this text, so positions and fixes are the
+    editor's. Text that encoding cannot hold (or a lone surrogate) is an SC000 where it is."""
+    encoding = _declared_encoding(text)
+    try:
+        return text.encode(encoding)
+    except UnicodeEncodeError as error:
+        line, column = _position(text, error.start)
+        return input_error(path, f"cannot encode as {encoding}: {error.reason}", line, column)
+
+
+def _declared_encoding(text: str) -> str:
+    try:
+        readline = io.BytesIO(text.encode("utf-8", "replace")).readline
+        encoding, _ = tokenize.detect_encoding(readline)
+        "".encode(encoding)  # LookupError for a codec that is not a text encoding (rot13)
+    except (SyntaxError, LookupError):
+        return "utf-8"  # parse_source reports the declaration
+    # a byte order mark the editor kept is written once, by utf-8, and taken off by parse_source
+    return "utf-8" if encoding == "utf-8-sig" else encoding
+
+
+def _position(text: str, offset: int) -> tuple[int, int]:
+    """1-based line and column (in characters) of ``text[offset]``."""
+    before = physical_lines(text[:offset])
+    if not before or before[-1].endswith(("\n", "\r")):
+        return len(before) + 1, 1
+    return len(before), len(before[-1]) + 1
 
 
 @cache
@@ -111,10 +292,12 @@ def _rules(codes: tuple[str, ...]) -> list[Rule]:
     return [rule() for rule in all_rules() if rule.code in codes]
 
 
-def _lsp_diagnostic(document: TextDocument, diagnostic: Diagnostic) -> types.Diagnostic:
+def _lsp_diagnostic(lines: list[str], diagnostic: Diagnostic) -> types.Diagnostic:
     error = diagnostic.severity == "error"
     return types.Diagnostic(
-        range=_range(document, diagnostic),
+        range=_client_range(
+            lines, diagnostic.line, diagnostic.column, diagnostic.end_line, diagnostic.end_column
+        ),
         message=diagnostic.message,
         severity=types.DiagnosticSeverity.Error if error else types.DiagnosticSeverity.Warning,
         code=diagnostic.code,
@@ -122,20 +305,10 @@ def _lsp_diagnostic(document: TextDocument, diagnostic: Diagnostic) -> types.Dia
     )
 
 
-def _range(document: TextDocument, diagnostic: Diagnostic) -> types.Range:
-    return _client_range(
-        document,
-        diagnostic.line,
-        diagnostic.column,
-        diagnostic.end_line,
-        diagnostic.end_column,
-    )
-
-
-def _edits(document: TextDocument, fix: FixEdits) -> list[types.TextEdit]:
+def _edits(lines: list[str], fix: FixEdits) -> list[types.TextEdit]:
     return [
         types.TextEdit(
-            range=_client_range(document, e.line, e.column, e.end_line, e.end_column),
+            range=_client_range(lines, e.line, e.column, e.end_line, e.end_column),
             new_text=e.content,
         )
         for e in fix.edits
@@ -143,14 +316,14 @@ def _edits(document: TextDocument, fix: FixEdits) -> list[types.TextEdit]:
 
 
 def _client_range(
-    document: TextDocument, line: int, column: int, end_line: int, end_column: int
+    lines: list[str], line: int, column: int, end_line: int, end_column: int
 ) -> types.Range:
     """1-based code-point positions -> the 0-based units the client negotiated (UTF-16)."""
     where = ServerTextRange(
         start=ServerTextPosition(line=line - 1, character=column - 1),
         end=ServerTextPosition(line=end_line - 1, character=end_column - 1),
     )
-    return document.position_codec.range_to_client_units(document.lines, where)
+    return server.workspace.position_codec.range_to_client_units(lines, where)
 
 
 def _overlaps(a: types.Range, b: types.Range) -> bool:

@@ -10,6 +10,8 @@ import io
 import re
 import tokenize
 
+from shapecheck.source import physical_lines
+
 _DIRECTIVES = re.compile(
     r"#\s*(?:shapecheck:\s*ignore(?P<codes>\[[^\]]*\])?|noqa(?::\s*(?P<noqa>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?)",
     re.IGNORECASE,
@@ -22,8 +24,11 @@ ALL = frozenset({"*"})
 def suppressions(text: str) -> dict[int, frozenset[str]]:
     """Line number -> codes suppressed there (``ALL`` for a bare directive)."""
     found: dict[int, frozenset[str]] = {}
+    # Python (and so ``ast``) also ends a line at a lone \r, which tokenize reading a StringIO
+    # would not: numbered as ``ast`` numbers them, the lines are fed to tokenize with \n ends.
+    with_newlines = "\n".join(line.rstrip("\r\n") for line in physical_lines(text))
     try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+        tokens = list(tokenize.generate_tokens(io.StringIO(with_newlines).readline))
     except (tokenize.TokenError, SyntaxError):
         return found
     for token in tokens:

@@ -1,14 +1,20 @@
 """``shapecheck --lsp`` end to end: a scripted client speaks JSON-RPC over stdio to the real
-server process, opens a document, reads the diagnostics, asks for the fix, applies a change."""
+server process, opens a document, reads the diagnostics, asks for the fix, applies a change.
+
+Some tests run an instrumented server (``INSTRUMENTED``): a document holding ``# CRASH``
+makes the analysis raise, and one holding ``# HOLD`` makes its check log "holding" and wait
+for a ``test/release`` notification, so a test can act while a check is under way."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +24,45 @@ from tests.conftest import BAD_VIEW, ROOT
 
 pytest.importorskip("pygls")
 
+FIXED_VIEW = BAD_VIEW.replace(").view(", ").contiguous().view(")
+"""BAD_VIEW with its quick fix applied."""
+
+INSTRUMENTED = """
+import threading
+
+from lsprotocol import types
+
+from shapecheck import linter, lsp
+
+released = threading.Event()
+analyse = linter.analyse
+
+
+def instrumented(module, text):
+    if "# CRASH" in text:
+        raise RuntimeError("injected")
+    if "# HOLD" in text:
+        lsp.server.window_log_message(types.LogMessageParams(types.MessageType.Log, "holding"))
+        released.wait()
+    return analyse(module, text)
+
+
+linter.analyse = instrumented
+lsp.server.feature("test/release")(lambda params: released.set())
+lsp.serve()
+"""
+
+LSP_LINE_END = re.compile(r"\r\n|\r|\n")
+"""The only line ends LSP knows (``str.splitlines`` knows more)."""
+
+WHOLE_DOCUMENT = {"start": {"line": 0, "character": 0}, "end": {"line": 99, "character": 0}}
+
 
 class Client:
     def __init__(self, process: subprocess.Popen[bytes]) -> None:
         self.process = process
         self.next_id = 0
+        self.received: list[dict[str, Any]] = []
 
     def send(self, method: str, params: dict[str, Any], *, request: bool) -> int | None:
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params}
@@ -36,6 +76,26 @@ class Client:
         self.process.stdin.flush()
         return identity
 
+    def request(self, method: str, params: dict[str, Any]) -> Any:
+        return self.wait_for(identity=self.send(method, params, request=True))
+
+    def open(self, uri: str, text: str) -> None:
+        document = {"uri": uri, "languageId": "python", "version": 1, "text": text}
+        self.send("textDocument/didOpen", {"textDocument": document}, request=False)
+
+    def code_actions(self, uri: str, where: dict[str, Any], *diagnostics: Any) -> Any:
+        params = {
+            "textDocument": {"uri": uri},
+            "range": where,
+            "context": {"diagnostics": list(diagnostics)},
+        }
+        return self.request("textDocument/codeAction", params)
+
+    def change(self, uri: str, text: str, version: int) -> None:
+        document = {"uri": uri, "version": version}
+        params = {"textDocument": document, "contentChanges": [{"text": text}]}
+        self.send("textDocument/didChange", params, request=False)
+
     def receive(self, timeout: float = 60) -> dict[str, Any]:
         stream = self.process.stdout
         assert stream is not None
@@ -47,6 +107,9 @@ class Client:
             if name.lower() == "content-length":
                 length = int(value)
         message: dict[str, Any] = json.loads(stream.read(length))
+        self.received.append(message)
+        failed = message.get("method") == "window/showMessage"
+        assert not (failed and "Error in server" in message["params"]["message"]), message
         return message
 
     def wait_for(self, *, method: str | None = None, identity: int | None = None) -> Any:
@@ -59,36 +122,84 @@ class Client:
                 assert "error" not in message, message
                 return message["result"]
 
+    def shown_messages(self) -> list[dict[str, Any]]:
+        return [m["params"] for m in self.received if m.get("method") == "window/showMessage"]
 
-@pytest.fixture
-def client(tmp_path: Path) -> Iterator[Client]:
+
+@contextmanager
+def serving(tmp_path: Path, command: list[str]) -> Iterator[Client]:
+    """A started client and server; the server is shut down (unless the test ended it) and
+    must exit with status 0."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "shapecheck", "--lsp"],
+        command,
         cwd=tmp_path,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
-    lsp = Client(process)
-    identity = lsp.send(
-        "initialize",
-        {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": {}},
-        request=True,
-    )
-    capabilities = lsp.wait_for(identity=identity)["capabilities"]
-    assert capabilities["codeActionProvider"]
-    lsp.send("initialized", {}, request=False)
-    yield lsp
-    lsp.wait_for(identity=lsp.send("shutdown", {}, request=True))
-    lsp.send("exit", {}, request=False)
-    assert process.wait(timeout=30) == 0
+    try:
+        lsp = Client(process)
+        params = {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": {}}
+        capabilities = lsp.request("initialize", params)["capabilities"]
+        assert capabilities["codeActionProvider"]
+        lsp.send("initialized", {}, request=False)
+        yield lsp
+        if process.poll() is None:
+            lsp.request("shutdown", {})
+            lsp.send("exit", {}, request=False)
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Iterator[Client]:
+    with serving(tmp_path, [sys.executable, "-m", "shapecheck", "--lsp"]) as lsp:
+        yield lsp
+
+
+@pytest.fixture
+def instrumented(tmp_path: Path) -> Iterator[Client]:
+    with serving(tmp_path, [sys.executable, "-c", INSTRUMENTED]) as lsp:
+        yield lsp
+
+
+def offset(text: str, position: dict[str, int]) -> int:
+    """Where an LSP position (a line, then UTF-16 code units into it) falls in ``text``."""
+    line_starts = [0, *(end.end() for end in LSP_LINE_END.finditer(text))]
+    index = line_starts[position["line"]]
+    units = position["character"]
+    while units > 0:
+        units -= len(text[index].encode("utf-16-le")) // 2
+        index += 1
+    return index
+
+
+def apply(text: str, edits: list[dict[str, Any]]) -> str:
+    """``text`` with the edits made, as an LSP client makes them."""
+    spans = [
+        (offset(text, e["range"]["start"]), offset(text, e["range"]["end"]), e["newText"])
+        for e in edits
+    ]
+    for start, end, new_text in sorted(spans, reverse=True):
+        text = text[:start] + new_text + text[end:]
+    return text
+
+
+def quick_fix(client: Client, uri: str, text: str) -> tuple[dict[str, Any], str]:
+    """Open ``text``: its one diagnostic, and the text its quick fix makes."""
+    client.open(uri, text)
+    [diagnostic] = client.wait_for(method="textDocument/publishDiagnostics")["diagnostics"]
+    [action] = client.code_actions(uri, diagnostic["range"], diagnostic)
+    return diagnostic, apply(text, action["edit"]["changes"][uri])
 
 
 def test_diagnostics_fixes_and_changes(client: Client, tmp_path: Path) -> None:
     uri = (tmp_path / "model.py").as_uri()
-    document = {"uri": uri, "languageId": "python", "version": 1, "text": BAD_VIEW}
-    client.send("textDocument/didOpen", {"textDocument": document}, request=False)
+    client.open(uri, BAD_VIEW)
     published = client.wait_for(method="textDocument/publishDiagnostics")
     assert published["uri"] == uri
     [diagnostic] = published["diagnostics"]
@@ -97,34 +208,138 @@ def test_diagnostics_fixes_and_changes(client: Client, tmp_path: Path) -> None:
     assert diagnostic["range"]["start"] == {"line": 5, "character": 36}
     assert diagnostic["message"].startswith("`.view()` merges axes")
 
-    actions = client.wait_for(
-        identity=client.send(
-            "textDocument/codeAction",
-            {
-                "textDocument": {"uri": uri},
-                "range": diagnostic["range"],
-                "context": {"diagnostics": [diagnostic]},
-            },
-            request=True,
-        )
-    )
-    [action] = actions
+    [action] = client.code_actions(uri, diagnostic["range"], diagnostic)
     assert action["kind"] == "quickfix" and action["isPreferred"] is True
-    [edit] = action["edit"]["changes"][uri]
-    assert edit["newText"].endswith(".contiguous().view")
+    assert apply(BAD_VIEW, action["edit"]["changes"][uri]) == FIXED_VIEW
 
-    fixed = BAD_VIEW.replace(".transpose(1, 2).view(", ".transpose(1, 2).contiguous().view(")
-    client.send(
-        "textDocument/didChange",
-        {"textDocument": {"uri": uri, "version": 2}, "contentChanges": [{"text": fixed}]},
-        request=False,
-    )
+    client.change(uri, FIXED_VIEW, version=2)
     assert client.wait_for(method="textDocument/publishDiagnostics")["diagnostics"] == []
 
 
 def test_a_document_that_does_not_parse_gets_one_diagnostic(client: Client, tmp_path: Path) -> None:
-    uri = (tmp_path / "broken.py").as_uri()
-    document = {"uri": uri, "languageId": "python", "version": 1, "text": "def f(:\n"}
-    client.send("textDocument/didOpen", {"textDocument": document}, request=False)
+    client.open((tmp_path / "broken.py").as_uri(), "def f(:\n")
     [diagnostic] = client.wait_for(method="textDocument/publishDiagnostics")["diagnostics"]
     assert diagnostic["code"] == "SC000" and "syntax error" in diagnostic["message"]
+
+
+@pytest.mark.parametrize(("encoding", "literal"), [("latin-1", "'é'"), ("cp1252", "'ééé'")])
+def test_d19a_a_coding_declaration_leaves_positions_and_fixes_right(
+    client: Client, tmp_path: Path, encoding: str, literal: str
+) -> None:
+    cookie = f"# -*- coding: {encoding} -*-\n"
+    text = cookie + BAD_VIEW.replace("return ", f"return {literal}, ")
+    diagnostic, fixed = quick_fix(client, (tmp_path / "model.py").as_uri(), text)
+    assert offset(text, diagnostic["range"]["start"]) == text.index("view(")
+    assert fixed == cookie + FIXED_VIEW.replace("return ", f"return {literal}, ")
+
+
+@pytest.mark.parametrize(
+    "separator", ["\f", "\v", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"], ids=ascii
+)
+def test_d19b_characters_that_end_no_line_for_lsp_leave_fixes_right(
+    client: Client, tmp_path: Path, separator: str
+) -> None:
+    """``str.splitlines`` breaks at these; LSP and Python do not. An emoji before the fix
+    (two UTF-16 units) checks the columns too."""
+
+    def variant(source: str) -> str:
+        source = source.replace("return ", "return '😀', ")
+        return source.replace("import torch\n", f"import torch\n# page{separator}break\n")
+
+    text = variant(BAD_VIEW)
+    diagnostic, fixed = quick_fix(client, (tmp_path / "model.py").as_uri(), text)
+    assert offset(text, diagnostic["range"]["start"]) == text.index("view(")
+    assert fixed == variant(FIXED_VIEW)
+
+
+def test_d19c_an_internal_error_replaces_the_diagnostics(
+    instrumented: Client, tmp_path: Path
+) -> None:
+    uri = (tmp_path / "model.py").as_uri()
+    instrumented.open(uri, BAD_VIEW)
+    [found] = instrumented.wait_for(method="textDocument/publishDiagnostics")["diagnostics"]
+    assert found["code"] == "SC101"
+    instrumented.change(uri, BAD_VIEW + "# CRASH\n", version=2)
+    published = instrumented.wait_for(method="textDocument/publishDiagnostics")
+    assert published["version"] == 2
+    [diagnostic] = published["diagnostics"]
+    assert diagnostic["code"] == "SC000" and "internal error" in diagnostic["message"]
+    assert diagnostic["range"]["start"] == {"line": 0, "character": 0}
+
+
+def test_d19c_a_lone_surrogate_replaces_the_diagnostics(client: Client, tmp_path: Path) -> None:
+    uri = (tmp_path / "model.py").as_uri()
+    client.open(uri, BAD_VIEW)
+    [found] = client.wait_for(method="textDocument/publishDiagnostics")["diagnostics"]
+    assert found["code"] == "SC101"
+    client.change(uri, BAD_VIEW + 'text = "\ud800"\n', version=2)
+    published = client.wait_for(method="textDocument/publishDiagnostics")
+    assert published["version"] == 2
+    [diagnostic] = published["diagnostics"]
+    assert diagnostic["code"] == "SC000" and "cannot encode" in diagnostic["message"]
+    assert diagnostic["range"]["start"] == {"line": 6, "character": 8}
+
+
+@pytest.mark.parametrize(
+    "configuration",
+    [b"[tool.shapecheck]\nselect = ['SC1']  # \xff\n", b"[tool.shapecheck]\nno-such-key = 1\n"],
+    ids=["invalid UTF-8", "unknown key"],
+)
+def test_d19d_a_broken_configuration_is_shown_once_and_the_defaults_apply(
+    client: Client, tmp_path: Path, configuration: bytes
+) -> None:
+    (tmp_path / "pyproject.toml").write_bytes(configuration)
+    for name in ("first.py", "second.py"):
+        client.open((tmp_path / name).as_uri(), BAD_VIEW)
+        published = client.wait_for(method="textDocument/publishDiagnostics")
+        assert [d["code"] for d in published["diagnostics"]] == ["SC101"]
+    [shown] = client.shown_messages()
+    assert shown["type"] == 1  # error
+    assert "pyproject.toml" in shown["message"] and "default settings" in shown["message"]
+
+
+def test_d19e_an_unopened_document_is_not_read_nor_changed(client: Client, tmp_path: Path) -> None:
+    never_opened = (tmp_path / "absent.py").as_uri()
+    assert client.code_actions(never_opened, WHOLE_DOCUMENT) == []
+    client.change(never_opened, BAD_VIEW, version=2)
+    client.send("textDocument/didSave", {"textDocument": {"uri": never_opened}}, request=False)
+    # messages are handled in order: what those caused would come before this document's check
+    opened = (tmp_path / "model.py").as_uri()
+    client.open(opened, BAD_VIEW)
+    assert client.wait_for(method="textDocument/publishDiagnostics")["uri"] == opened
+    assert client.shown_messages() == []
+    published = [m for m in client.received if m.get("method") == "textDocument/publishDiagnostics"]
+    assert [m["params"]["uri"] for m in published] == [opened]
+
+
+def test_d18_a_running_check_holds_up_neither_requests_nor_shutdown(
+    instrumented: Client, tmp_path: Path
+) -> None:
+    uri = (tmp_path / "model.py").as_uri()
+    instrumented.open(uri, BAD_VIEW + "# HOLD\n")
+    instrumented.wait_for(method="window/logMessage")
+    assert instrumented.code_actions(uri, WHOLE_DOCUMENT) == []  # not checked yet
+    instrumented.request("shutdown", {})
+    instrumented.send("exit", {}, request=False)
+    assert instrumented.process.wait(timeout=30) == 0
+
+
+def test_d18_the_server_exits_when_its_input_ends_during_a_check(
+    instrumented: Client, tmp_path: Path
+) -> None:
+    instrumented.open((tmp_path / "model.py").as_uri(), BAD_VIEW + "# HOLD\n")
+    instrumented.wait_for(method="window/logMessage")
+    assert instrumented.process.stdin is not None
+    instrumented.process.stdin.close()
+    assert instrumented.process.wait(timeout=30) == 0
+
+
+def test_d18_changes_during_a_check_supersede_it(instrumented: Client, tmp_path: Path) -> None:
+    uri = (tmp_path / "model.py").as_uri()
+    instrumented.open(uri, BAD_VIEW + "# HOLD\n")
+    instrumented.wait_for(method="window/logMessage")
+    instrumented.change(uri, BAD_VIEW, version=2)
+    instrumented.change(uri, FIXED_VIEW, version=3)
+    instrumented.send("test/release", {}, request=False)
+    published = instrumented.wait_for(method="textDocument/publishDiagnostics")
+    assert (published["version"], published["diagnostics"]) == (3, [])
