@@ -414,9 +414,9 @@ def test_d21_a_walrus_stays_parenthesised() -> None:
 
 
 def test_d21_import_math_after_a_last_line_without_a_line_break() -> None:
+    # the imports come last (none at the top), so `import math` joins them there
     code = textwrap.dedent(
         """\
-        import torch
         class A(torch.nn.Module):
             def __init__(self):
                 super().__init__()
@@ -424,7 +424,7 @@ def test_d21_import_math_after_a_last_line_without_a_line_break() -> None:
 
             def forward(self, x):
                 return self.q(x) / torch.sqrt(torch.tensor(64))
-        import torch.nn as nn"""
+        import torch"""
     )
     fixed, _ = _safe_fix(code)
     assert fixed == code.replace("torch.sqrt(torch.tensor(64))", "math.sqrt(64)") + "\nimport math"
