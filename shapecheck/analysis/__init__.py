@@ -8,7 +8,8 @@ function body (see :mod:`shapecheck.analysis.interpreter`) and returns a
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator, Sequence
+import builtins
+from collections.abc import Container, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
@@ -50,6 +51,7 @@ class ModuleAnalysis:
     _parents: dict[ast.AST, ast.AST] | None = field(default=None, repr=False)
     _facts: dict[ast.AST, Fact] | None = field(default=None, repr=False)
     _calls: dict[tuple[type[Fact], str], list[ast.Call]] | None = field(default=None, repr=False)
+    _module_classes: set[ast.ClassDef] | None = field(default=None, repr=False)
     _averaged: dict[ast.AST, frozenset[str]] = field(default_factory=dict, repr=False)
     """Per function: how the values that attention weights average are written."""
 
@@ -141,12 +143,60 @@ class ModuleAnalysis:
 
     def resolves_to(self, node: ast.expr, target: str) -> bool:
         """Does ``node`` (``torch``, ``th.sqrt``) name ``target`` through the imports?"""
+        return self.imported_name(node) == target
+
+    def imported_name(self, node: ast.expr) -> str | None:
+        """What ``node`` (``nn.Module``, ``th.sqrt``) names through the imports, qualified
+        (``torch.nn.Module``); ``None`` for anything else."""
         name = dotted_name(node)
         if name is None:
-            return False
+            return None
         head, _, rest = name.partition(".")
         bound = self.imports.get(head)
-        return bound is not None and ".".join(filter(None, (bound, rest))) == target
+        return ".".join(filter(None, (bound, rest))) if bound is not None else None
+
+    def is_module_class(self, cls: ast.ClassDef) -> bool:
+        """Is ``cls`` an ``nn.Module``, as far as this file tells: one of its bases comes from
+        ``torch.nn`` (``nn.Module``, ``nn.Linear``) or is a class of this file that is one;
+        or a base comes from another file (``GradientCheckpointingLayer``) and the class has
+        a ``forward``, the mark of a module."""
+        if self._module_classes is None:
+            classes = {c.name: c for c in self.module.body if isinstance(c, ast.ClassDef)}
+            found: dict[str, bool] = {}
+
+            def is_module(candidate: ast.ClassDef) -> bool:
+                if candidate.name not in found:
+                    found[candidate.name] = False  # a cycle of bases is no module
+                    found[candidate.name] = any(
+                        self._module_base(base, candidate, classes)
+                        or (
+                            isinstance(base, ast.Name)
+                            and base.id in classes
+                            and is_module(classes[base.id])
+                        )
+                        for base in candidate.bases
+                    )
+                return found[candidate.name]
+
+            self._module_classes = {c for c in classes.values() if is_module(c)}
+        if cls in self._module_classes:
+            return True
+        return any(self._module_base(base, cls, ()) for base in cls.bases)
+
+    def _module_base(self, base: ast.expr, cls: ast.ClassDef, local: Container[str]) -> bool:
+        """Is ``base`` ``torch.nn``'s, or from another file with ``cls`` marked as a module?"""
+        qualified = self.imported_name(base)
+        if qualified is not None and qualified.startswith("torch.nn."):
+            return True
+        if qualified is not None:
+            foreign = not qualified.startswith(("torch.", "typing.", "abc.", "enum."))
+        else:  # a relative import binds nothing: a name that is no class here nor builtin
+            foreign = isinstance(base, ast.Name) and not (
+                base.id in local or hasattr(builtins, base.id)
+            )
+        return foreign and any(
+            isinstance(node, FunctionNode) and node.name == "forward" for node in cls.body
+        )
 
     def holders(self, node: ast.AST) -> Iterator[ast.AST]:
         """The nodes holding ``node``, innermost first."""
