@@ -1,12 +1,28 @@
 """Reference attention: the formulas, written out, with every tensor's axes named.
 
-Axis names: ``batch``, ``heads``, ``q_len`` (query positions), ``k_len`` (key positions),
-``d_k`` (query/key features per head), ``d_v`` (value features), ``d_model``.
+Axis names: ``batch``, ``heads`` (query heads), ``kv_heads`` (key/value heads, fewer under
+grouped-query attention), ``q_len`` (query positions), ``k_len`` (key positions), ``d_k``
+(query/key features per head), ``d_v`` (value features), ``d_model``, ``kdim``, ``vdim``.
 
-Masks follow ``torch.nn.functional.scaled_dot_product_attention``: a boolean mask is
-True where attention is allowed; a float mask is added to the scores. Either must broadcast
-to ``[*batch, q_len, k_len]``. Blocked positions get the dtype's own minimum, never a literal
-such as ``-1e9`` (which overflows float16).
+**Mask polarity.** Each mask argument means exactly what the same name means in torch, so a
+boolean ``True`` means opposite things in two places, as it does in torch:
+
+- ``scaled_dot_product_attention(attn_mask=)``: True = **attend**, as
+  ``F.scaled_dot_product_attention``; ``MultiHeadAttention(mask=)`` and
+  ``SelfAttention(mask=)`` follow the same convention.
+- ``MultiHeadAttention(attn_mask=, key_padding_mask=)``: True = **do NOT attend**, as
+  ``nn.MultiheadAttention``.
+
+A float mask is added to the scores everywhere (``0`` keeps a key, ``-inf`` blocks it).
+Blocked scores are ``-inf``, never a literal such as ``-1e9`` (which overflows float16).
+
+**A query with every key blocked** (a fully masked row: every key blocked by a boolean mask
+or ``-inf``) gets zero attention weights and a zero output, not NaN, as
+``F.scaled_dot_product_attention`` gives in torch 2.5 and later. ``nn.MultiheadAttention``
+(torch 2.13) gives NaN for such a row in eval mode or with ``need_weights=True``, and zeros in
+training mode without weights. A row whose float mask is a finite minimum everywhere
+(``torch.finfo(dtype).min``) is not blocked: its weights are uniform and its output the mean
+of ``value``, in torch too.
 """
 
 from __future__ import annotations
@@ -21,111 +37,357 @@ from torch import Tensor, nn
 from shapecheck.reference.checking import runtime_checks_enabled, shape_checked
 
 Mask = Bool[Tensor, "..."] | Float[Tensor, "..."]
+Output = Float[Tensor, "batch q_len d_model"]
+Weights = Float[Tensor, "batch q_len k_len"] | Float[Tensor, "batch heads q_len k_len"]
+
+_BLOCKED = float("-inf")
 
 
 @shape_checked
 def scaled_dot_product_attention(
-    q: Float[Tensor, "*batch q_len d_k"],
-    k: Float[Tensor, "*batch k_len d_k"],
-    v: Float[Tensor, "*batch k_len d_v"],
-    mask: Mask | None = None,
-    *,
-    is_causal: bool = False,
-    scale: float | None = None,
+    query: Float[Tensor, "*batch q_len d_k"],
+    key: Float[Tensor, "*kv_batch k_len d_k"],
+    value: Float[Tensor, "*kv_batch k_len d_v"],
+    attn_mask: Mask | None = None,
     dropout_p: float = 0.0,
+    is_causal: bool = False,
+    *,
+    scale: float | None = None,
+    enable_gqa: bool = False,
 ) -> Float[Tensor, "*batch q_len d_v"]:
-    """``softmax(q kᵀ · scale + mask) v`` with ``scale = 1/sqrt(d_k)`` unless given.
+    """``softmax(query keyᵀ · scale + attn_mask) value`` with ``scale = 1/sqrt(d_k)`` unless given.
 
-    ``is_causal`` lets query ``i`` attend to keys ``0..i`` (aligned at the top left, as
-    PyTorch does). ``dropout_p`` drops attention weights (use 0 at inference).
+    The signature and the numbers of ``torch.nn.functional.scaled_dot_product_attention``:
+
+    - ``attn_mask`` broadcasts to ``[*batch, q_len, k_len]``. **Boolean: True = this query
+      attends to this key**, False = blocked (F.sdpa's polarity, the opposite of
+      ``nn.MultiheadAttention``'s ``attn_mask``). Float: added to the scores; a float mask
+      of another dtype than ``query`` (float32 with float16 ``query``) is added in the wider
+      dtype and the weights cast back to ``value``'s, as torch's CPU kernel does.
+    - ``is_causal`` lets query ``i`` attend to keys ``0..i`` (aligned at the top left, as
+      torch does); with ``attn_mask`` too, a key must pass both.
+    - ``enable_gqa``: grouped-query attention. ``key`` and ``value`` then have ``kv_heads``
+      heads on axis -3, a divisor of ``query``'s ``heads``; each key/value head is repeated
+      ``heads // kv_heads`` times with ``repeat_interleave``, so query head ``h`` reads
+      key/value head ``h // (heads // kv_heads)``. Without it ``key`` and ``value`` have
+      ``query``'s batch axes (``*kv_batch == *batch``).
+    - ``dropout_p`` drops attention weights (use 0 at inference).
+
+    A query whose keys are all blocked gets a zero output (see the module docstring).
     """
-    scale = 1.0 / math.sqrt(q.size(-1)) if scale is None else scale
-    # scaling q ([..., q_len, d_k]) is cheaper than scaling the scores ([..., q_len, k_len])
-    scores = (q * scale) @ k.transpose(-2, -1)  # [*batch, q_len, k_len]
-    blocked = torch.finfo(scores.dtype).min
-    if is_causal:
-        scores = scores.masked_fill(~_causal(q.size(-2), k.size(-2), scores.device), blocked)
-    if mask is not None and mask.dtype == torch.bool:
-        scores = scores.masked_fill(~mask, blocked)
-    elif mask is not None:
-        scores = scores + mask
-    weights = scores.softmax(dim=-1)
+    if runtime_checks_enabled():
+        _check_key_batch(query, key, enable_gqa)
+    if enable_gqa:
+        groups = query.size(-3) // key.size(-3)
+        key = key.repeat_interleave(groups, dim=-3)
+        value = value.repeat_interleave(groups, dim=-3)
+    weights = _attention_weights(query, key, attn_mask, is_causal, scale).to(value.dtype)
     if dropout_p > 0.0:
         weights = F.dropout(weights, p=dropout_p)
-    return weights @ v
+    return weights @ value
+
+
+def _attention_weights(
+    query: Float[Tensor, "*batch q_len d_k"],
+    key: Float[Tensor, "*batch k_len d_k"],
+    attn_mask: Mask | None,
+    is_causal: bool,
+    scale: float | None,
+) -> Float[Tensor, "*batch q_len k_len"]:
+    """``softmax(query keyᵀ · scale + attn_mask)`` over keys; a fully blocked row is all zeros."""
+    scale = 1.0 / math.sqrt(query.size(-1)) if scale is None else scale
+    # scaling query ([..., q_len, d_k]) is cheaper than scaling the scores ([..., q_len, k_len])
+    scores = (query * scale) @ key.transpose(-2, -1)  # [*batch, q_len, k_len]
+    if is_causal:
+        visible = _causal(query.size(-2), key.size(-2), scores.device)
+        scores = scores.masked_fill(~visible, _BLOCKED)
+    if attn_mask is not None and attn_mask.dtype == torch.bool:
+        scores = scores.masked_fill(~attn_mask, _BLOCKED)
+    elif attn_mask is not None:
+        scores = scores + attn_mask
+    # torch's "safe softmax": a row of -inf only would be 0/0 = NaN; it gets zero weights.
+    # Its scores are zeroed first so that no NaN reaches the gradient either: only in such
+    # rows, where no key is kept, so SC402's concern (zeroed scores still weigh) is void.
+    fully_blocked = scores.isneginf().all(dim=-1, keepdim=True)
+    finite = scores.masked_fill(fully_blocked, 0.0)  # shapecheck: ignore[SC402]
+    return finite.softmax(dim=-1).masked_fill(fully_blocked, 0.0)
+
+
+def _check_key_batch(query: Tensor, key: Tensor, enable_gqa: bool) -> None:
+    """``key``'s batch axes are ``query``'s, or under ``enable_gqa`` fewer heads dividing them."""
+    if enable_gqa and query.dim() < 3:
+        raise ValueError(
+            f"query: {query.dim()}-D, but enable_gqa repeats key/value heads along axis -3: "
+            "expected [..., heads, q_len, d_k]"
+        )
+    batch, key_batch = list(query.shape[:-2]), list(key.shape[:-2])
+    grouped = (
+        len(batch) >= 1
+        and len(key_batch) == len(batch)
+        and key_batch[:-1] == batch[:-1]
+        and key_batch[-1] > 0
+        and batch[-1] % key_batch[-1] == 0
+    )
+    if key_batch == batch or (enable_gqa and grouped):
+        return
+    if enable_gqa:
+        raise ValueError(
+            f"key: batch axes {key_batch}, expected query's {batch} with a number of heads "
+            "(axis -3) that divides query's: enable_gqa repeats each key/value head "
+            "heads // kv_heads times"
+        )
+    hint = " (grouped-query attention, fewer key heads: pass enable_gqa=True)" if grouped else ""
+    raise ValueError(f"key: batch axes {key_batch}, expected query's {batch}{hint}")
 
 
 class MultiHeadAttention(nn.Module):
-    """Multi-head attention, batch first (Vaswani et al., 2017).
+    """Multi-head attention, batch first (Vaswani et al., 2017); ``nn.MultiheadAttention``'s
+    numbers with its weights (:meth:`from_torch`).
 
-    ``out = fc_out(concat_h(attention(wq(query)_h, wk(key)_h, wv(value)_h)))`` where ``_h``
-    is head ``h``'s slice of ``d_k = d_model // num_heads`` features. Self-attention passes
-    the same tensor three times; cross-attention may use a different ``k_len``.
-
-    ``mask``: a boolean (True = attend) or additive float mask broadcastable to
-    ``[batch, heads, q_len, k_len]``, or a key-padding mask ``[batch, k_len]``. A 2-D mask
-    of exactly ``[batch, k_len]`` is read as key padding, any other 2-D mask as
-    ``[q_len, k_len]``; when ``batch == q_len`` and you mean ``[q_len, k_len]``, pass
-    ``mask[None]``.
+    ``out = fc_out(concat_h(attention(wq(query)_h, wk(key)_g, wv(value)_g)))`` where ``_h`` is
+    query head ``h``'s slice of ``d_k = d_model // num_heads`` features and ``g = h //
+    (num_heads // num_kv_heads)`` the key/value head it reads. ``num_kv_heads`` below
+    ``num_heads`` is grouped-query attention (``num_kv_heads=1``: multi-query attention):
+    ``wk`` and ``wv`` project to ``num_kv_heads * d_k`` features. ``kdim`` and ``vdim`` are
+    the widths of ``key`` and ``value`` (``d_model`` unless given), as in torch.
     """
 
-    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        *,
+        num_kv_heads: int | None = None,
+        kdim: int | None = None,
+        vdim: int | None = None,
+    ):
         super().__init__()
         if num_heads <= 0 or d_model % num_heads != 0:
             raise ValueError(
                 f"d_model ({d_model}) must be divisible by num_heads ({num_heads}): "
                 "each head takes d_model // num_heads features"
             )
+        kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        if kv_heads <= 0 or num_heads % kv_heads != 0:
+            raise ValueError(
+                f"num_heads ({num_heads}) must be divisible by num_kv_heads ({kv_heads}): "
+                "each key/value head serves num_heads // num_kv_heads query heads"
+            )
         self.d_model = d_model
         self.num_heads = num_heads
+        self.num_kv_heads = kv_heads
         self.d_k = d_model // num_heads
+        self.kdim = d_model if kdim is None else kdim
+        self.vdim = d_model if vdim is None else vdim
         self.dropout = dropout
         self.wq = nn.Linear(d_model, d_model, bias=bias)
-        self.wk = nn.Linear(d_model, d_model, bias=bias)
-        self.wv = nn.Linear(d_model, d_model, bias=bias)
+        self.wk = nn.Linear(self.kdim, kv_heads * self.d_k, bias=bias)
+        self.wv = nn.Linear(self.vdim, kv_heads * self.d_k, bias=bias)
         self.fc_out = nn.Linear(d_model, d_model, bias=bias)
+
+    @classmethod
+    def from_torch(cls, module: nn.MultiheadAttention) -> MultiHeadAttention:
+        """This module with ``module``'s weights, dropout, device, dtype and training mode.
+
+        Reads the fused ``in_proj_weight`` or, when ``kdim``/``vdim`` differ from
+        ``embed_dim``, ``q_proj_weight``/``k_proj_weight``/``v_proj_weight``; then
+        ``in_proj_bias`` and ``out_proj``. Outputs equal ``module``'s for the same inputs in
+        the batch-first layout: this module is always batch-first, so a module built with
+        ``batch_first=False`` (torch's default) takes ``[seq, batch, features]`` where this
+        one takes ``x.transpose(0, 1)``. ``add_bias_kv`` and ``add_zero_attn`` have no
+        counterpart here and are refused.
+        """
+        if module.bias_k is not None or module.add_zero_attn:
+            raise ValueError(
+                "from_torch: add_bias_kv=True and add_zero_attn=True append a key to every "
+                "sequence; this module has no counterpart"
+            )
+        projection = module.out_proj.weight
+        converted = cls(
+            module.embed_dim,
+            module.num_heads,
+            dropout=module.dropout,
+            bias=module.in_proj_bias is not None,
+            kdim=module.kdim,
+            vdim=module.vdim,
+        ).to(device=projection.device, dtype=projection.dtype)
+        if module.in_proj_weight is not None:
+            weights = module.in_proj_weight.chunk(3)
+        else:
+            weights = (module.q_proj_weight, module.k_proj_weight, module.v_proj_weight)
+        with torch.no_grad():
+            for linear, weight in zip(
+                (converted.wq, converted.wk, converted.wv), weights, strict=True
+            ):
+                linear.weight.copy_(weight)
+            converted.fc_out.weight.copy_(projection)
+            if module.in_proj_bias is not None:
+                biases = module.in_proj_bias.chunk(3)
+                for linear, bias in zip(
+                    (converted.wq, converted.wk, converted.wv), biases, strict=True
+                ):
+                    linear.bias.copy_(bias)
+                converted.fc_out.bias.copy_(module.out_proj.bias)
+        return converted.train(module.training)
 
     @shape_checked
     def forward(
         self,
         query: Float[Tensor, "batch q_len d_model"],
-        key: Float[Tensor, "batch k_len d_model"],
-        value: Float[Tensor, "batch k_len d_model"],
-        mask: Mask | None = None,
+        key: Float[Tensor, "batch k_len kdim"],
+        value: Float[Tensor, "batch k_len vdim"],
         *,
+        mask: Mask | None = None,
+        key_padding_mask: Mask | None = None,
+        attn_mask: Mask | None = None,
+        need_weights: bool | None = None,
+        average_attn_weights: bool = True,
         is_causal: bool = False,
-    ) -> Float[Tensor, "batch q_len d_model"]:
-        if runtime_checks_enabled() and query.size(-1) != self.d_model:
-            raise ValueError(
-                f"query: last axis (d_model) has {query.size(-1)} features, "
-                f"this module was built for d_model={self.d_model}"
+    ) -> Output | tuple[Output, Weights | None]:
+        """Attend from ``query`` to ``key``/``value``; every argument after them by keyword.
+
+        Masks, in one of two polarities (never both in one call):
+
+        - ``mask``: **True = attend** (F.sdpa's polarity), or a float mask added to the
+          scores; broadcastable to ``[batch, heads, q_len, k_len]``, or key padding
+          ``[batch, k_len]``. A 2-D mask that is both (``batch == q_len``) is refused: say
+          which with ``mask[:, None, None, :]`` or ``mask[None]``.
+        - ``key_padding_mask`` ``[batch, k_len]`` and ``attn_mask`` ``[q_len, k_len]`` or
+          ``[batch * heads, q_len, k_len]`` (batch-major, as torch): **True = do NOT attend**
+          (``nn.MultiheadAttention``'s polarity), or float masks added to the scores.
+
+        ``is_causal`` applies the causal mask (query ``i`` sees keys ``0..i``) on top of any
+        mask, as F.sdpa does; in ``nn.MultiheadAttention`` it is only a hint that
+        ``attn_mask`` already is causal, so passing both is the same there and here.
+
+        Returns ``out`` ``[batch, q_len, d_model]`` when ``need_weights`` is not given. Given,
+        it returns torch's tuple ``(out, weights)``: ``weights`` is ``None`` for
+        ``need_weights=False``; for ``True`` the attention weights, after dropout, averaged
+        over heads ``[batch, q_len, k_len]`` (``average_attn_weights=True``) or per head
+        ``[batch, heads, q_len, k_len]``. (torch's default is ``need_weights=True``: a call
+        written for torch that unpacks ``out, weights`` without passing it must pass it
+        here.)
+
+        A query whose keys are all blocked gets zero weights and an output of
+        ``fc_out``'s bias (see the module docstring: torch's module gives NaN there).
+        """
+        if runtime_checks_enabled():
+            self._check_widths(query, key, value)
+        allowed = self._sdpa_mask(query, key, mask, key_padding_mask, attn_mask)
+        q = self._split_heads(self.wq(query), self.num_heads)  # [batch, heads, q_len, d_k]
+        k = self._split_heads(self.wk(key), self.num_kv_heads)  # [batch, kv_heads, k_len, d_k]
+        v = self._split_heads(self.wv(value), self.num_kv_heads)  # [batch, kv_heads, k_len, d_k]
+        dropout_p = self.dropout if self.training else 0.0
+        if not need_weights:
+            if is_causal and allowed is not None:  # one mask for every kernel of F.sdpa
+                allowed = _both(allowed, _causal(q.size(-2), k.size(-2), q.device))
+                is_causal = False
+            # PyTorch's fused kernel computes exactly scaled_dot_product_attention above (the
+            # tests hold them equal), without materialising the scores.
+            attended = F.scaled_dot_product_attention(
+                q,
+                k,
+                v,
+                attn_mask=allowed,
+                dropout_p=dropout_p,
+                is_causal=is_causal,
+                enable_gqa=self.num_kv_heads != self.num_heads,
             )
-        q = self._split_heads(self.wq(query))  # [batch, heads, q_len, d_k]
-        k = self._split_heads(self.wk(key))  # [batch, heads, k_len, d_k]
-        v = self._split_heads(self.wv(value))  # [batch, heads, k_len, d_k]
-        if mask is not None and mask.shape == (key.size(0), key.size(1)):
-            mask = mask[:, None, None, :]  # key padding [batch, k_len]
-        if is_causal and mask is not None:  # PyTorch's kernel takes one or the other
-            mask = _with_causal(mask, q.size(-2), k.size(-2))
-            is_causal = False
-        # PyTorch's fused kernel computes exactly scaled_dot_product_attention above (the
-        # tests hold them equal), without materialising the scores.
-        out = F.scaled_dot_product_attention(
-            q,
-            k,
-            v,
-            attn_mask=mask,
-            dropout_p=self.dropout if self.training else 0.0,
-            is_causal=is_causal,
-        )
-        projected: Tensor = self.fc_out(self._merge_heads(out))
-        return projected
+            out: Tensor = self.fc_out(self._merge_heads(attended))
+            return out if need_weights is None else (out, None)
+        groups = self.num_heads // self.num_kv_heads
+        k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+        weights = _attention_weights(q, k, allowed, is_causal, scale=None).to(v.dtype)
+        if dropout_p > 0.0:
+            weights = F.dropout(weights, p=dropout_p)
+        out = self.fc_out(self._merge_heads(weights @ v))
+        return out, weights.mean(dim=1) if average_attn_weights else weights
+
+    def _check_widths(self, query: Tensor, key: Tensor, value: Tensor) -> None:
+        """Each input's last axis is the width this module was built for, named."""
+        for name, tensor, width, built in (
+            ("query", query, "d_model", self.d_model),
+            ("key", key, "d_model" if self.kdim == self.d_model else "kdim", self.kdim),
+            ("value", value, "d_model" if self.vdim == self.d_model else "vdim", self.vdim),
+        ):
+            if tensor.size(-1) != built:
+                raise ValueError(
+                    f"{name}: last axis {tensor.size(-1)}, "
+                    f"this module was built with {width}={built}"
+                )
+
+    def _sdpa_mask(
+        self,
+        query: Float[Tensor, "batch q_len d_model"],
+        key: Float[Tensor, "batch k_len kdim"],
+        mask: Mask | None,
+        key_padding_mask: Mask | None,
+        attn_mask: Mask | None,
+    ) -> Mask | None:
+        """The masks given as one mask in F.sdpa's polarity (True = attend, or added),
+        broadcastable to ``[batch, heads, q_len, k_len]``; shapes checked, the argument named."""
+        batch, q_len, k_len = query.size(0), query.size(1), key.size(1)
+        if mask is not None:
+            if key_padding_mask is not None or attn_mask is not None:
+                raise ValueError(
+                    "pass mask= (True = attend) or nn.MultiheadAttention's attn_mask= and "
+                    "key_padding_mask= (True = do NOT attend), not both: one polarity per call"
+                )
+            return self._own_mask(mask, batch, q_len, k_len)
+        allowed: Mask | None = None
+        if key_padding_mask is not None:
+            if key_padding_mask.shape != (batch, k_len):
+                padding = key_padding_mask
+                _refuse_sequence_first("key_padding_mask", padding, (k_len, batch), (batch, k_len))
+                raise ValueError(
+                    f"key_padding_mask: shape {list(padding.shape)}, "
+                    f"expected [batch, k_len] = {[batch, k_len]}"
+                )
+            allowed = _attend_where_torch_allows(key_padding_mask)[:, None, None, :]
+        if attn_mask is not None:
+            per_head = (batch * self.num_heads, q_len, k_len)
+            if attn_mask.shape == (q_len, k_len):
+                attend = _attend_where_torch_allows(attn_mask)
+            elif attn_mask.shape == per_head:
+                attend = _attend_where_torch_allows(attn_mask).view(
+                    batch, self.num_heads, q_len, k_len
+                )
+            else:
+                _refuse_sequence_first("attn_mask", attn_mask, (batch, batch), (q_len, k_len))
+                raise ValueError(
+                    f"attn_mask: shape {list(attn_mask.shape)}, expected [q_len, k_len] = "
+                    f"{[q_len, k_len]} or [batch * heads, q_len, k_len] = {list(per_head)}"
+                )
+            allowed = attend if allowed is None else _both(allowed, attend)
+        return allowed
+
+    def _own_mask(self, mask: Mask, batch: int, q_len: int, k_len: int) -> Mask:
+        """``mask=`` (True = attend): key padding ``[batch, k_len]`` or a broadcastable mask."""
+        full = (batch, self.num_heads, q_len, k_len)
+        if mask.dim() == 2 and mask.shape == (batch, k_len):
+            if batch == q_len:
+                raise ValueError(
+                    f"mask: shape {list(mask.shape)} is both key padding [batch, k_len] and "
+                    f"[q_len, k_len] (batch == q_len == {batch}): pass mask[:, None, None, :] "
+                    "for key padding or mask[None] for one [q_len, k_len] mask"
+                )
+            return mask[:, None, None, :]
+        if mask.dim() == 2:
+            _refuse_sequence_first("mask", mask, (k_len, batch), (batch, k_len))
+        if not _broadcasts(tuple(mask.shape), full):
+            raise ValueError(
+                f"mask: shape {list(mask.shape)} does not broadcast to [batch, heads, q_len, "
+                f"k_len] = {list(full)}, nor is it key padding [batch, k_len] = {[batch, k_len]}"
+            )
+        return mask
 
     def _split_heads(
-        self, x: Float[Tensor, "batch seq d_model"]
+        self, x: Float[Tensor, "batch seq width"], heads: int
     ) -> Float[Tensor, "batch heads seq d_k"]:
         batch, seq, _ = x.shape
-        return x.view(batch, seq, self.num_heads, self.d_k).transpose(1, 2)
+        return x.view(batch, seq, heads, self.d_k).transpose(1, 2)
 
     def _merge_heads(
         self, x: Float[Tensor, "batch heads seq d_k"]
@@ -134,17 +396,51 @@ class MultiHeadAttention(nn.Module):
         return x.transpose(1, 2).reshape(batch, seq, self.d_model)
 
 
+def _refuse_sequence_first(
+    name: str, mask: Tensor, sequence_first: tuple[int, int], expected: tuple[int, int]
+) -> None:
+    """Raise if ``mask`` has the shape it would have with sequence-first inputs.
+
+    Sequence-first inputs ``[seq, batch, features]`` read as batch-first swap ``batch`` and
+    the sequence lengths, which for self-attention is invisible in the inputs themselves;
+    a mask built for them shows it (when ``batch`` differs from the sequence length).
+    """
+    if mask.shape == sequence_first and sequence_first != expected:
+        raise ValueError(
+            f"{name}: shape {list(mask.shape)}, expected {list(expected)}: query, key and "
+            "value look sequence-first [seq, batch, features]; this module is batch-first "
+            "[batch, seq, features]: pass them through .transpose(0, 1)"
+        )
+
+
+def _broadcasts(shape: tuple[int, ...], full: tuple[int, ...]) -> bool:
+    """Whether a tensor of ``shape`` broadcasts to ``full`` without growing it."""
+    trailing = zip(reversed(shape), reversed(full), strict=False)
+    return len(shape) <= len(full) and all(size in (1, wanted) for size, wanted in trailing)
+
+
+def _attend_where_torch_allows(mask: Mask) -> Mask:
+    """``nn.MultiheadAttention``'s mask (boolean True = do NOT attend) in F.sdpa's polarity."""
+    return ~mask if mask.dtype == torch.bool else mask
+
+
+def _both(first: Mask, second: Mask) -> Mask:
+    """Attention allowed where both masks (F.sdpa's polarity) allow it."""
+    if first.dtype == torch.bool and second.dtype == torch.bool:
+        return first & second
+    return _additive(first, second.dtype) + _additive(second, first.dtype)
+
+
+def _additive(mask: Mask, dtype: torch.dtype) -> Float[Tensor, "*shape"]:
+    """A boolean mask as 0 (attend) and -inf (blocked) of float ``dtype``; a float one as is."""
+    if mask.dtype != torch.bool:
+        return mask
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, _BLOCKED)
+
+
 def _causal(q_len: int, k_len: int, device: torch.device) -> Bool[Tensor, "q_len k_len"]:
     """True where query ``i`` may see key ``j``: ``j <= i`` (top-left aligned, as PyTorch)."""
     return torch.ones(q_len, k_len, dtype=torch.bool, device=device).tril()
-
-
-def _with_causal(mask: Tensor, q_len: int, k_len: int) -> Tensor:
-    """``mask`` restricted to keys at or before each query."""
-    visible = _causal(q_len, k_len, mask.device)
-    if mask.dtype == torch.bool:
-        return mask & visible
-    return mask.masked_fill(~visible, torch.finfo(mask.dtype).min)
 
 
 class SelfAttention(nn.Module):
@@ -152,7 +448,8 @@ class SelfAttention(nn.Module):
 
     ``Q = inputs @ WQ``, ``K = inputs @ WK``, ``V = inputs @ WV`` with ``WQ, WK`` of shape
     ``[hidden_dim, d_k]`` and ``WV`` of shape ``[hidden_dim, d_v]``;
-    ``out = softmax(Q Kᵀ / sqrt(d_k)) V`` of shape ``[batch, seq, d_v]``.
+    ``out = softmax(Q Kᵀ / sqrt(d_k)) V`` of shape ``[batch, seq, d_v]``. ``mask``: **True =
+    attend** (F.sdpa's polarity) or added, broadcastable to ``[batch, seq, seq]``.
     """
 
     def __init__(self, hidden_dim: int, d_k: int, d_v: int):
@@ -167,8 +464,8 @@ class SelfAttention(nn.Module):
     ) -> Float[Tensor, "batch seq d_v"]:
         if runtime_checks_enabled() and inputs.size(-1) != self.WQ.size(0):
             raise ValueError(
-                f"inputs: last axis (hidden_dim) has {inputs.size(-1)} features, "
-                f"this module was built for hidden_dim={self.WQ.size(0)}"
+                f"inputs: last axis {inputs.size(-1)}, "
+                f"this module was built with hidden_dim={self.WQ.size(0)}"
             )
         q = inputs @ self.WQ  # [batch, seq, d_k]
         k = inputs @ self.WK  # [batch, seq, d_k]

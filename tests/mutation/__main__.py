@@ -102,8 +102,8 @@ MUTANTS = [
     Mutant(
         "reference-returns-nan",
         "shapecheck/reference/attention.py",
-        "    return weights @ v\n",
-        '    return weights @ v * float("nan")\n',
+        "    return weights @ value\n",
+        '    return weights @ value * float("nan")\n',
         ("tests/test_fixtures.py::test_runtime_confirms_every_marked_line",),
     ),
     Mutant(
