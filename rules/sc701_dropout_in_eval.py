@@ -113,8 +113,8 @@ def _in_module_method(analysis: ModuleAnalysis, node: ast.AST) -> bool:
 
 
 def _stays_off(analysis: ModuleAnalysis, call: ast.Call) -> bool:
-    """Under an ``if`` on ``self.training`` (either branch, or an early return above it):
-    the author chose the mode."""
+    """Under an ``if`` on ``self.training`` (either branch), or after one that returns
+    (``if not self.training: return x``): the author chose the mode."""
     function = analysis.enclosing_function(call)
     if function is None:
         return False
@@ -122,7 +122,10 @@ def _stays_off(analysis: ModuleAnalysis, call: ast.Call) -> bool:
         if isinstance(holder, ast.If | ast.IfExp) and _mentions_training(holder.test):
             return True
     return any(
-        isinstance(node, ast.If) and node.lineno < call.lineno and _mentions_training(node.test)
+        isinstance(node, ast.If)
+        and node.lineno < call.lineno
+        and _mentions_training(node.test)
+        and isinstance(node.body[-1], ast.Return | ast.Raise)  # if not self.training: return
         for node in ast.walk(function)
     )
 
@@ -134,6 +137,8 @@ def _may_drop(
     no ``self.training`` in sight? A rate passed in is the caller's to gate."""
     if isinstance(rate, ast.Constant):
         return isinstance(rate.value, int | float) and rate.value != 0
+    if isinstance(rate, ast.Call) and dotted_name(rate.func) == "float" and len(rate.args) == 1:
+        return _may_drop(analysis, call, rate.args[0], seen)  # p=float(self.drop_rate)
     if _mentions_training(rate):
         return False
     written = dotted_name(rate)
