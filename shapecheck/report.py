@@ -142,7 +142,15 @@ Nothing in the file was checked, so its silence means nothing. The exit status i
 ## Fix safety
 No fix: mend the file, or exclude it."""
 
-_TAGS = {"1": "views", "2": "axes", "3": "attention", "4": "masks", "5": "shapes", "6": "numerics"}
+_TAGS = {
+    "1": "views",
+    "2": "axes",
+    "3": "attention",
+    "4": "masks",
+    "5": "shapes",
+    "6": "numerics",
+    "7": "modes",
+}
 """A tag per family of rules (the code's first digit), for code scanning's filters."""
 
 

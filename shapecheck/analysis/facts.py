@@ -137,6 +137,25 @@ class ShapePrefix(Fact):
 
 
 @dataclass(frozen=True)
+class Tiling:
+    """Axis ``axis`` holds ``copies`` whole copies of an axis of ``of`` entries, one copy after
+    another: entry ``c * of + i`` is entry ``i`` of copy ``c`` (``x.repeat(H, 1, 1)``,
+    ``torch.tile``). Where each entry is repeated in place instead (``repeat_interleave``),
+    entry ``i * copies + c``, there is no tiling."""
+
+    axis: int
+    copies: Dim
+    of: Dim
+    rank: int
+    """The tiled tensor's rank."""
+    by: ast.AST = field(compare=False)
+    """The call that tiled (for messages and fixes)."""
+    guess: str | None = None
+    """Where the tiled tensor's rank was not known: the assumption that it had an axis for
+    each count (else the first counts make new axes, which tile nothing)."""
+
+
+@dataclass(frozen=True)
 class PrefixedSizes(Fact):
     """``(*x.shape[:-1], -1, head_dim)``: sizes after a :class:`ShapePrefix`."""
 
@@ -303,6 +322,8 @@ class TensorFact(Fact):
     neither a safe fix nor a finding that code does nothing may rest on it."""
     prefixed: PrefixedShape | None = None
     """While the rank is unknown: the shape as another tensor's leading sizes and a tail."""
+    tiled: Tiling | None = None
+    """An axis that holds whole copies one after another (see :class:`Tiling`)."""
 
     @property
     def is_scores(self) -> bool:

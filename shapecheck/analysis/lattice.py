@@ -113,6 +113,7 @@ FLOWS: dict[str, dict[Family, Flow]] = {
     "uncertain": _flows(K, K, K, K, K, K, K),
     "guess": _flows(K, K, K, K, K, K, K),
     "prefixed": _flows(F, F, K, K, K, K, K),
+    "tiled": _flows(F, F, K, K, K, K, K),
 }
 """How each field passes through each family. ``unknown_rank`` is kept, and set by
 :func:`flow` where an op loses the rank; ``uncertain`` always flows on."""
@@ -215,6 +216,7 @@ MERGES: dict[str, tuple[Merge, str]] = {
     "uncertain": (_either, "uncertain on either branch"),
     "guess": (_either, "a guess on either branch"),
     "prefixed": (_agree, "the same prefix and tail on both branches"),
+    "tiled": (_either, "tiled on either branch (`if mask is not None: mask = mask.repeat(...)`)"),
 }
 """How each field of a tensor fact merges, and why."""
 

@@ -15,9 +15,11 @@ from shapecheck.analysis.facts import (
     QualifiedName,
     RepeatedFact,
     TensorFact,
+    Tiling,
     TupleFact,
     fresh_shape,
 )
+from shapecheck.analysis.imports import dotted_name
 from shapecheck.analysis.lattice import Family, flow
 from shapecheck.analysis.layout import Layout, plan_view, reinterpreted_axis
 from shapecheck.analysis.observations import (
@@ -210,20 +212,53 @@ def unflatten(call: OpCall) -> Fact:
     return _view_like(call, sizes, copies=True)
 
 
-@tensor_op("repeat")
+@tensor_op("repeat", "tile", functions=torch_names("tile"))
 def repeat(call: OpCall) -> Fact:
+    """``x.repeat(*counts)``; ``tile`` is the same, save that fewer counts than axes count
+    for the last axes."""
     receiver = call.receiver
     counts = call.sizes(0)
+    if counts is not None and receiver.shape is not None and call.name.endswith("tile"):
+        ones: list[Dim | None] = [Dim.constant(1)] * (len(receiver.shape) - len(counts))
+        counts = ones + counts
+    if counts is not None and receiver.shape is None:
+        return _tiled_unknown_rank(call, counts)
     if counts is None or receiver.shape is None or len(counts) < len(receiver.shape):
         return unknown_shape(call)
-    padded = (Dim.constant(1),) * (len(counts) - len(receiver.shape)) + receiver.shape
+    added = len(counts) - len(receiver.shape)
+    padded = (Dim.constant(1),) * added + receiver.shape
     shape = tuple(
         dim * count if count is not None else Dim.symbol("?")
         for dim, count in zip(padded, counts, strict=True)
     )
+    # an existing axis of more than one entry, repeated: whole copies, one after another
+    tiled = [
+        Tiling(axis, count, padded[axis], len(counts), call.node)
+        for axis, count in enumerate(counts)
+        if axis >= added and count is not None and 1 not in (count.value, padded[axis].value)
+    ]
     return flow(
-        receiver, Family.VIEW, shape=shape, layout=Layout.contiguous(len(shape)), origin=call.node
+        receiver,
+        Family.VIEW,
+        shape=shape,
+        layout=Layout.contiguous(len(shape)),
+        origin=call.node,
+        tiled=tiled[0] if len(tiled) == 1 else None,
     )
+
+
+def _tiled_unknown_rank(call: OpCall, counts: list[Dim | None]) -> TensorFact:
+    """``mask.repeat(H, 1, 1)`` of a tensor of unknown rank: if it has an axis for each count,
+    the one count that is not 1 tiles that axis; said as a guess (with fewer axes, the count
+    makes a new axis, which tiles nothing)."""
+    result = unknown_shape(call)
+    counted = [axis for axis, count in enumerate(counts) if count is None or count.value != 1]
+    if len(counted) != 1 or (count := counts[counted[0]]) is None:
+        return result
+    written = dotted_name(call.receiver_node) if call.receiver_node is not None else None
+    guess = f"`{written or 'the tensor'}` has {len(counts)} axes"
+    tiling = Tiling(counted[0], count, Dim.symbol("?"), len(counts), call.node, guess)
+    return replace(result, tiled=tiling)
 
 
 @tensor_op("repeat_interleave", functions=torch_names("repeat_interleave"))
