@@ -31,6 +31,9 @@ def reorder(
         return flow(receiver, Family.AXES, shape=None, layout=None, origin=call.node, axis_op=None)
     layout = receiver.layout.materialise(len(receiver.shape)) if receiver.layout else None
     axes = swapped if swapped is not None else tuple(permutation)
+    tiled = receiver.tiled
+    if tiled is not None and tiled.rank == len(permutation):  # the copies move with their axis
+        tiled = dataclasses.replace(tiled, axis=permutation.index(tiled.axis))
     return flow(
         receiver,
         Family.AXES,
@@ -38,6 +41,7 @@ def reorder(
         layout=layout.permuted(permutation, call.node) if layout else None,
         origin=call.node,
         axis_op=AxisOp(name, call.node, len(receiver.shape), axes),
+        tiled=tiled if tiled is not None and tiled.rank == len(permutation) else None,
     )
 
 
