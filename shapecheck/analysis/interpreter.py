@@ -1297,9 +1297,15 @@ def _compared_polarity(
 ) -> str | None:
     """``mask == 0`` flips a mask's polarity; ``!= 0``, ``> 0`` and ``== 1`` keep it;
     ``ids == pad_id`` is True at the padding (blocked), ``ids != pad_id`` at the tokens."""
-    if len(operators) != 1 or not isinstance(facts[0], TensorFact):
+    if len(operators) != 1:
         return None
-    mask, operator, number = facts[0], operators[0], scale_of(facts[1])
+    operator = operators[0]
+    # positions < lengths: True at the tokens
+    if _names_lengths(comparators[0]) and isinstance(operator, ast.Lt | ast.GtE):
+        return "attend" if isinstance(operator, ast.Lt) else "block"
+    if not isinstance(facts[0], TensorFact):
+        return None
+    mask, number = facts[0], scale_of(facts[1])
     padding = "pad" in (dotted_name(comparators[0]) or "").rsplit(".", 1)[-1]
     if padding and isinstance(operator, ast.Eq | ast.NotEq):
         return "block" if isinstance(operator, ast.Eq) else "attend"
@@ -1312,6 +1318,14 @@ def _compared_polarity(
     if isinstance(operator, ast.NotEq | ast.Gt) and value == 0:
         return mask.polarity
     return None
+
+
+def _names_lengths(node: ast.expr) -> bool:
+    """``lengths``, ``seq_lens[:, None]``, ``self.input_lengths``: sequence lengths."""
+    while isinstance(node, ast.Subscript):
+        node = node.value
+    name = (dotted_name(node) or "").rsplit(".", 1)[-1].lower()
+    return name.endswith(("lengths", "lens", "length"))
 
 
 _HALF_PRECISION_NAMES = frozenset({"float16", "half", "fp16"})

@@ -28,6 +28,7 @@ from shapecheck.analysis.observations import (
 )
 from shapecheck.analysis.ops import (
     DTYPES,
+    Argument,
     OpCall,
     OpContext,
     as_tensor,
@@ -61,8 +62,8 @@ def same_values(call: OpCall) -> Fact:
         dtype = _CAST_METHODS[call.name]
     elif call.name in ("to", "type"):
         target = call.get(0, "dtype")
-        if target is not None and isinstance(target[0], QualifiedName):
-            dtype = DTYPES.get(target[0].name, dtype)
+        if target is not None:
+            dtype = _cast(target, dtype, dtype_given="dtype" in call.kwargs)
     elif call.name == "type_as":
         other = call.tensor_arg(0, "other")
         dtype = other.dtype if other is not None else None
@@ -72,6 +73,22 @@ def same_values(call: OpCall) -> Fact:
     return flow(
         call.receiver, Family.SAME_VALUES, origin=call.node, dtype=dtype, from_number=from_number
     )
+
+
+def _cast(target: Argument, dtype: str | None, *, dtype_given: bool) -> str | None:
+    """The dtype after ``.to(target)``: one written out (``torch.float16``), another
+    tensor's (``.to(x)``), unknown for one the analysis cannot read (``.to(q.dtype)``); a
+    device (``.to("cuda")``) leaves it."""
+    fact, node = target
+    if isinstance(fact, QualifiedName):
+        return DTYPES.get(fact.name)
+    written = (dotted_name(node) or "") if isinstance(node, ast.expr) else ""
+    if "device" in written.rsplit(".", 1)[-1]:
+        return dtype  # .to(device), .to(x.device)
+    if isinstance(fact, TensorFact) and fact.dtype is not None:
+        return fact.dtype
+    reads_dtype = written.endswith(".dtype")
+    return None if dtype_given or reads_dtype or isinstance(fact, TensorFact) else dtype
 
 
 def _places(call: OpCall) -> bool:

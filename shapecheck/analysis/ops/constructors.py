@@ -36,6 +36,8 @@ def allocate(call: OpCall) -> Fact:
     sizes = call.sizes(0, -1 if call.name == "torch.full" else None)
     dtype = call.get(None, "dtype")
     named = DTYPES.get(dtype[0].name) if dtype and isinstance(dtype[0], QualifiedName) else None
+    if dtype is None and call.name != "torch.full":
+        named = "float32"  # PyTorch's default dtype (torch.full takes its fill value's)
     if sizes is None or any(size is None for size in sizes):
         return new_tensor(None, call.node, dtype=named)
     shape = tuple(size for size in sizes if size is not None)

@@ -98,11 +98,14 @@ def masked_fill(call: OpCall) -> Fact:
     if receiver.weights and written not in receiver.masked_with:
         masked = call.node  # the softmax already spent weight on these keys
     masked_with = receiver.masked_with | ({written} if written else set())
+    # a 0/1 float mask filled where it blocks is an additive mask now: 0 or the fill
+    polarity = receiver.polarity if receiver.dtype == "bool" else None
     return flow(
         receiver if not reshaped else replace(receiver, shape=shape),
         Family.MASKING,
         layout=layout,
         origin=call.node,
+        polarity=polarity,
         masked_weights=masked,
         masked_with=masked_with,
         unread_fills=unread_fills,
