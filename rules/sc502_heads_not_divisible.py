@@ -3,6 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from shapecheck.analysis import ModuleAnalysis
+from shapecheck.analysis.dims import written
 from shapecheck.analysis.observations import (
     DivisibilityCheck,
     ExactDivisionAssumed,
@@ -63,7 +64,8 @@ class HeadsNotDivisible(Rule):
                 if isinstance(observation, IndivisibleSizes):
                     yield Violation(
                         observation.call,
-                        f"{observation.numerator} is not divisible by {observation.denominator} "
+                        f"{written(observation.numerator)} is not divisible by "
+                        f"{written(observation.denominator)} "
                         f"({observation.what}): each head would get a fraction of a feature",
                         severity="error",
                     )

@@ -3,7 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from shapecheck.analysis import ModuleAnalysis
-from shapecheck.analysis.dims import format_shape
+from shapecheck.analysis.annotations import format_value
 from shapecheck.analysis.observations import AnnotationMismatch
 from shapecheck.rule import Rule, Violation
 
@@ -16,6 +16,13 @@ class AnnotationMismatchRule(Rule):
     file — and reports contradictions: a different number of axes, a different literal size,
     or a named axis found at another position (`"batch heads seq d_k"` for a value whose
     axes are batch, seq, heads, d_k).
+
+    It reads jaxtyping's whole dimension grammar: after a `*batch` or `...` it checks the
+    last axes (`"*batch t s"` for a value whose last axes are s, t), and that one `*batch`
+    stands for the same axes throughout a call; `"h*d"`, `"d_model//h"` and `"2*n"` are
+    sizes computed from the names bound before them; `#n` and `#3` accept a 1; `channels=3`
+    is a fixed size. Where a size cannot be told (`"n-1"`, a `#n` that may be 1, the axes
+    behind a `*batch`), it says nothing.
 
     ## Why is this bad?
     jaxtyping checks annotations only when the code runs, with checking turned on, on the
@@ -51,6 +58,6 @@ class AnnotationMismatchRule(Rule):
         for mismatch in analysis.observations(AnnotationMismatch):
             yield Violation(
                 mismatch.node,
-                f"inferred shape {format_shape(mismatch.shape)} contradicts the annotation "
+                f"inferred shape {format_value(mismatch.shape)} contradicts the annotation "
                 f'"{mismatch.annotation}": {mismatch.reason}',
             )

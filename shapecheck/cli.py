@@ -93,6 +93,23 @@ class InputError(click.ClickException):
 )
 @click.option("--fix", is_flag=True, help="Apply safe fixes in place.")
 @click.option(
+    "--fix-only",
+    is_flag=True,
+    help="Apply safe fixes in place and report no findings: exit 0 unless a file could not be "
+    "checked or fixed.",
+)
+@click.option(
+    "--show-fixes",
+    is_flag=True,
+    help="List, per file and rule, the fixes applied (--fix, --fix-only), that would be "
+    "applied (--diff), or that --fix would apply.",
+)
+@click.option(
+    "--exit-non-zero-on-fix",
+    is_flag=True,
+    help="Exit with 1 when --fix or --fix-only fixed anything, even if no finding remains.",
+)
+@click.option(
     "--unsafe-fixes",
     is_flag=True,
     help="With --fix or --diff, also apply fixes that change results on purpose.",
@@ -146,6 +163,9 @@ def main(
     show_shapes: bool,
     show_coverage: bool,
     fix: bool,
+    fix_only: bool,
+    show_fixes: bool,
+    exit_non_zero_on_fix: bool,
     unsafe_fixes: bool,
     diff: bool,
     no_cache: bool,
@@ -166,7 +186,7 @@ def main(
             from shapecheck.lsp import serve
         except ImportError as error:
             raise InputError(
-                f"--lsp needs pygls ({error.name} is missing): pip install 'shapecheck[lsp]'"
+                f"--lsp needs pygls ({error.name} is missing): pip install 'torch-shapecheck[lsp]'"
             ) from error
         serve()
         return
@@ -200,8 +220,17 @@ def main(
     targets = _targets(paths or (".",), settings, stdin_filename, force_exclude)
     if show_coverage:
         _coverage(targets, output_format)
-    output = Output(output_format, unsafe_fixes, show_statistics, quiet, exit_zero)
-    if fix or diff:
+    output = Output(
+        output_format,
+        unsafe_fixes,
+        show_statistics,
+        quiet,
+        exit_zero,
+        show_fixes=show_fixes,
+        fix_only=fix_only and not diff,
+        exit_non_zero_on_fix=exit_non_zero_on_fix,
+    )
+    if fix or fix_only or diff:
         from shapecheck.rule import all_rules
 
         rules = [rule() for rule in all_rules() if rule.code in codes]
@@ -266,23 +295,30 @@ class Output:
     statistics: bool
     quiet: bool
     exit_zero: bool
+    show_fixes: bool
+    fix_only: bool
+    """Report no findings (``--fix-only``): only what was fixed."""
+    exit_non_zero_on_fix: bool
 
     def finish(
         self,
         results: list[FileResult],
         diagnostics: list[Diagnostic],
         *,
-        fixed: int | None = None,
+        fixes: dict[str, Counter[tuple[str, str]]] | None = None,
         known: int = 0,
         failed: bool = False,
         to_stderr: bool = False,
     ) -> NoReturn:
-        """Print the report and exit: 2 when a file could not be checked (or fixed), 1 for
-        findings unless ``--exit-zero``, else 0."""
+        """Print the report and exit: 2 when a file could not be checked (or fixed); else,
+        unless ``--exit-zero``, 1 for findings (not with ``--fix-only``) or, with
+        ``--exit-non-zero-on-fix``, for anything fixed; else 0. ``fixes``: what ``--fix``
+        fixed in each file, ``(code, name)`` -> count; ``None`` when not fixing."""
         from dataclasses import replace
 
         from shapecheck import report
 
+        fixed = None if fixes is None else sum(counts.total() for counts in fixes.values())
         if self.statistics:
             text = report.statistics(diagnostics, self.output_format, self.unsafe)
         else:
@@ -296,13 +332,31 @@ class Output:
                 fixed=fixed,
                 quiet=self.quiet,
                 known=known,
+                fix_only=self.fix_only,
+                fix_list=self._fix_list(diagnostics, fixes),
             )
         if text:
             # colour only on a terminal (click strips it elsewhere), and never under NO_COLOR
             click.echo(text, color=_colour(), err=to_stderr)
         if failed or any(result.unreadable for result in results):
             sys.exit(EXIT_ERROR)
-        sys.exit(EXIT_FINDINGS if diagnostics and not self.exit_zero else EXIT_CLEAN)
+        reported = bool(diagnostics) and not self.fix_only
+        if self.exit_zero or not (reported or (self.exit_non_zero_on_fix and fixed)):
+            sys.exit(EXIT_CLEAN)
+        sys.exit(EXIT_FINDINGS)
+
+    def _fix_list(
+        self, diagnostics: list[Diagnostic], fixes: dict[str, Counter[tuple[str, str]]] | None
+    ) -> str:
+        """``--show-fixes``, in text: what was fixed, or (no ``--fix``) what would be."""
+        from shapecheck import report
+
+        if not self.show_fixes or self.output_format != "text":
+            return ""
+        if fixes is not None:
+            return report.fix_list({_printable(p): c for p, c in fixes.items()}, "Fixed")
+        flag = "--fix --unsafe-fixes" if self.unsafe else "--fix"
+        return report.fix_list(report.fixable(diagnostics, self.unsafe), "Would fix", flag)
 
 
 def _fix(
@@ -312,9 +366,11 @@ def _fix(
     diff: bool,
     output: Output,
 ) -> NoReturn:
-    """``--fix`` writes each fixed file (stdin: prints it) and reports what remains;
-    ``--diff`` prints what it would change and exits 1 if anything. A file that cannot be
-    fixed or written keeps its findings in the report, and the exit status is 2."""
+    """``--fix`` writes each fixed file (stdin: prints it) and reports what remains
+    (``--fix-only``: reports only what it fixed); ``--diff`` prints what it would change and
+    exits 1 if anything. A file that cannot be fixed or written keeps its findings in the
+    report, and the exit status is 2."""
+    from shapecheck import report
     from shapecheck.diagnostics import INPUT_ERROR_CODE, FileResult
     from shapecheck.fixer import FixError, fix_source
     from shapecheck.linter import lint_parsed
@@ -324,7 +380,7 @@ def _fix(
 
     keep = settings.keeps
     results: list[FileResult] = []
-    fixed = 0
+    fixes: dict[str, Counter[tuple[str, str]]] = {}
     failed = False
     for path, data in targets:
         raw = read(path) if data is None else data
@@ -345,7 +401,8 @@ def _fix(
                 elif data is None and outcome.fixed:
                     write_file(path, outcome.data, expected=raw)
                 printed = outcome.data
-                fixed += outcome.fixed
+                if outcome.fixed:
+                    fixes[path] = outcome.rules_fixed
                 results.append(outcome.remaining)
             except (FixError, WriteError) as error:
                 click.echo(f"{_printable(path)}: {error}; left unchanged", err=True)
@@ -362,17 +419,22 @@ def _fix(
             if problem.code == INPUT_ERROR_CODE:
                 click.echo(f"{_printable(problem.path)}: {problem.message}", err=True)
         failed = failed or any(result.unreadable for result in results)
+        listed = report.fix_list({_printable(p): c for p, c in fixes.items()}, "Would fix")
+        if output.show_fixes and listed:
+            click.echo(listed, color=_colour(), err=True)
+        fixed = sum(counts.total() for counts in fixes.values())
         click.echo(f"{count(fixed, 'fix')} would be applied", err=True)
         sys.exit(EXIT_ERROR if failed else EXIT_FINDINGS if fixed else EXIT_CLEAN)
     stdin_only = all(isinstance(data, bytes) for _, data in targets)
     output.finish(
-        results, _kept(results, settings), fixed=fixed, failed=failed, to_stderr=stdin_only
+        results, _kept(results, settings), fixes=fixes, failed=failed, to_stderr=stdin_only
     )
 
 
 def _coverage(targets: list[Target], output_format: str) -> NoReturn:
     """``--coverage``: per file and in total, what the analysis knew; exit 2 when a file
-    could not be read or parsed (each is named on stderr), else 0."""
+    could not be read or parsed, or a function in it analysed (each is named on stderr),
+    else 0."""
     import json
 
     from shapecheck.coverage import Coverage, measure, render_text
@@ -390,11 +452,9 @@ def _coverage(targets: list[Target], output_format: str) -> NoReturn:
         else:
             items.append((path, content))
     reports: list[Coverage] = []
-    for measured in map_files(measure, items):
-        if isinstance(measured, Coverage):
-            reports.append(measured)
-        else:
-            problems.append(measured)
+    for measured, unread in map_files(measure, items):
+        reports += [measured] if measured is not None else []
+        problems += unread
     total = Coverage("total", files=0)
     for report in reports:
         total.add(report)
@@ -406,20 +466,20 @@ def _coverage(targets: list[Target], output_format: str) -> NoReturn:
         click.echo(json.dumps(document, indent=2))
     else:
         click.echo(render_text(reports, total, top=15))
-    for problem in problems:
-        click.echo(f"{problem.path}:{problem.line}:{problem.column}: {problem.message}", err=True)
+    _echo_problems(problems)
     sys.exit(EXIT_ERROR if problems else EXIT_CLEAN)
 
 
 def _show_shapes(paths: Sequence[str]) -> None:
-    from shapecheck.diagnostics import Diagnostic
+    from shapecheck.diagnostics import Diagnostic, internal_error
     from shapecheck.files import read_regular_file
     from shapecheck.show import show_shapes
     from shapecheck.source import parse_source
 
     if not paths:
         raise click.UsageError("--show-shapes needs FILE.py[:Class.method] arguments")
-    listings = []
+    listings: list[str] = []
+    problems: list[Diagnostic] = []
     for argument in paths:
         path, _, selector = argument.partition(".py:")
         path = path + ".py" if selector else argument
@@ -430,10 +490,25 @@ def _show_shapes(paths: Sequence[str]) -> None:
         if isinstance(source, Diagnostic):
             raise InputError(f"{path}:{source.line}:{source.column}: {source.message}")
         try:
-            listings.append(show_shapes(source, selector or None))
+            listing, unanalysed = show_shapes(source, selector or None)
         except LookupError as error:
             raise InputError(str(error)) from error
-    click.echo("\n\n".join(listings))
+        except Exception as error:  # a bug in shapecheck: said as a check says it, no traceback
+            problem = internal_error(path, "while showing shapes", error)
+            raise InputError(f"{path}: {problem.message}") from error
+        listings += [listing] if listing else []
+        problems += unanalysed
+    if listings:
+        click.echo("\n\n".join(listings))
+    _echo_problems(problems)
+    if problems:
+        sys.exit(EXIT_ERROR)
+
+
+def _echo_problems(problems: list[Diagnostic]) -> None:
+    """Each file or function that could not be read or analysed, on stderr."""
+    for problem in problems:
+        click.echo(f"{problem.path}:{problem.line}:{problem.column}: {problem.message}", err=True)
 
 
 def _list_rules(output_format: str) -> None:

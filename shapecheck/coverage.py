@@ -99,20 +99,20 @@ class Coverage:
         return sorted(self.reasons.items(), key=lambda item: (-item[1], item[0]))[:top]
 
 
-def measure(item: tuple[str, bytes]) -> Coverage | Diagnostic:
-    """What the analysis knew of one file's content; SC000 where it cannot be read."""
+def measure(item: tuple[str, bytes]) -> tuple[Coverage | None, list[Diagnostic]]:
+    """What the analysis knew of one file's content (``None`` where it cannot be read), and
+    an SC000 for each part of it that could not be read or analysed."""
     path, data = item
     source = parse_source(data, path)
     if isinstance(source, Diagnostic):
-        return source
+        return None, [source]
     try:
-        return coverage(path, analyse(source.module, source.text))
-    except RecursionError:
-        return Coverage(path)  # nested deeper than Python's stack: nothing was known
+        analysis = analyse(source.module, source.text)
+        return coverage(path, analysis), [part.diagnostic(path) for part in analysis.too_deep]
     except Exception as error:  # reported for this file; the others go on
-        from shapecheck.diagnostics import internal_error
+        from shapecheck.run import failure
 
-        return internal_error(path, "while measuring coverage", error)
+        return None, failure(path, error).diagnostics
 
 
 def coverage(path: str, analysis: ModuleAnalysis) -> Coverage:

@@ -9,6 +9,7 @@ result is :mod:`shapecheck.writing`'s.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -26,12 +27,17 @@ class FixError(Exception):
 
 @dataclass(frozen=True)
 class Fixed:
-    """A file after fixing: its new bytes (the original ones when nothing was fixed), how many
-    findings were fixed, what remains."""
+    """A file after fixing: its new bytes (the original ones when nothing was fixed), what
+    remains, and how many findings of each rule were fixed."""
 
     data: bytes
-    fixed: int
     remaining: FileResult
+    rules_fixed: Counter[tuple[str, str]]
+    """``(code, name)`` -> how many of that rule's findings were fixed, over every round."""
+
+    @property
+    def fixed(self) -> int:
+        return self.rules_fixed.total()
 
 
 def fix_source(
@@ -44,7 +50,7 @@ def fix_source(
 ) -> Fixed:
     """Fix ``source``, decoded from ``original``, in rounds; ``keep`` drops findings the
     configuration ignores."""
-    fixed = 0
+    rules_fixed: Counter[tuple[str, str]] = Counter()
     data = original
     result = lint_parsed(source, rules)
     for _ in range(MAX_ROUNDS):
@@ -54,7 +60,7 @@ def fix_source(
             break
         # The bytes outside the edits stay as they were only if the encoding turns the text
         # back into the bytes it came from (``unicode_escape`` and ``utf-7`` need not).
-        if not fixed and _encode(source.text, source.encoding) != original:
+        if not rules_fixed and _encode(source.text, source.encoding) != original:
             raise FixError(f"cannot fix: {source.encoding} does not encode the file back as it was")
         data = _encode(text, source.encoding)
         reparsed = parse_source(data, source.path)
@@ -63,10 +69,11 @@ def fix_source(
             raise FixError(f"the fixed code does not parse ({reparsed.message})")
         if reparsed.text != text:
             raise FixError(f"cannot fix: {source.encoding} does not keep the fixed code")
-        source, fixed = reparsed, fixed + applied
+        source = reparsed
+        rules_fixed.update((d.code, d.name) for d in applied)
         result = lint_parsed(source, rules)
     kept = FileResult(result.path, [d for d in result.diagnostics if keep(d)])
-    return Fixed(data, fixed, kept)
+    return Fixed(data, kept, rules_fixed)
 
 
 def _encode(text: str, encoding: str) -> bytes:
@@ -76,11 +83,14 @@ def _encode(text: str, encoding: str) -> bytes:
         raise FixError(f"cannot fix: the fixed code cannot be encoded as {encoding}") from error
 
 
-def apply_fixes(text: str, diagnostics: Sequence[Diagnostic], unsafe: bool) -> tuple[str, int]:
-    """One round: every applicable fix whose edits overlap none already taken."""
+def apply_fixes(
+    text: str, diagnostics: Sequence[Diagnostic], unsafe: bool
+) -> tuple[str, list[Diagnostic]]:
+    """One round: every applicable fix whose edits overlap none already taken; the text, and
+    the findings whose fixes it applied."""
     starts = _line_starts(text)
     taken: list[tuple[int, int, str]] = []
-    applied = 0
+    applied: list[Diagnostic] = []
     for diagnostic in diagnostics:
         fix = diagnostic.fix
         if fix is None or not applicable(fix, unsafe):
@@ -90,7 +100,7 @@ def apply_fixes(text: str, diagnostics: Sequence[Diagnostic], unsafe: bool) -> t
         if any(_overlap(span, other) for span in new for other in taken):
             continue
         taken.extend(new)
-        applied += 1
+        applied.append(diagnostic)
     for start, end, content in sorted(taken, reverse=True):
         text = text[:start] + content + text[end:]
     return text, applied

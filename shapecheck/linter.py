@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import bisect
 import io
 import itertools
 import sys
@@ -21,9 +22,9 @@ from shapecheck.diagnostics import (
 )
 from shapecheck.files import read_regular_file
 from shapecheck.fixes import FixRecipe
-from shapecheck.rule import Rule, Violation
+from shapecheck.rule import Rule, SuppressionRule, Violation
 from shapecheck.source import OUT_OF_MEMORY, Lines, Source, parse_source
-from shapecheck.suppression import is_suppressed, suppressions
+from shapecheck.suppression import Suppressions
 
 if TYPE_CHECKING:
     from shapecheck.concrete import ConcreteTree
@@ -52,13 +53,28 @@ def lint_parsed(source: Source, rules: Sequence[Rule]) -> FileResult:
     analysis = analyse(source.module, source.text)
     found: list[tuple[Rule, Violation]] = []
     crashed: list[Diagnostic] = []
+    ran: set[str] = set()
+    judges = [rule for rule in rules if isinstance(rule, SuppressionRule)]
     for rule in rules:
+        if isinstance(rule, SuppressionRule):
+            continue  # it judges the suppressions, once every other rule's findings went by
         try:
             found.extend((rule, violation) for violation in rule.check(analysis))
         except Exception as error:  # one rule's bug must not cost the other rules' findings
             crashed.append(internal_error(source.path, f"in rule {rule.code}", error))
-    diagnostics = _diagnostics(source, analysis.imports, found, crashed) if found else []
-    return FileResult(source.path, sorted([*diagnostics, *crashed]), complete=not crashed)
+        else:
+            ran.add(rule.code)
+    if analysis.too_deep:  # the rules saw only part of the file: none can vouch for it all
+        ran.clear()
+    diagnostics = (
+        _diagnostics(source, analysis.imports, found, crashed, judges, frozenset(ran))
+        if found or judges
+        else []
+    )
+    too_deep = [part.diagnostic(source.path) for part in analysis.too_deep]
+    # not cached: how deep the analysis may go depends on the stack it runs on
+    complete = not crashed and not too_deep
+    return FileResult(source.path, sorted([*diagnostics, *crashed, *too_deep]), complete=complete)
 
 
 def _diagnostics(
@@ -66,17 +82,25 @@ def _diagnostics(
     imports: dict[str, str],
     found: list[tuple[Rule, Violation]],
     crashed: list[Diagnostic],
+    judges: list[SuppressionRule],
+    ran: frozenset[str],
 ) -> list[Diagnostic]:
-    """Positions, anchors and fixes: computed only for files with findings."""
+    """Positions, anchors and fixes: computed only for files with findings (or where a
+    suppression rule is on). Findings go through the suppression comments, which remember
+    what they silenced; then the suppression rules judge the comments, as ruff's RUF100 does
+    in its noqa pass."""
     lines = Lines(source.text)
-    suppressed = suppressions(source.text)
-    scopes = _scopes(source.module.body, "")
-    code_lines = [line.rstrip("\r\n") for line in lines.lines]
+    suppressions = Suppressions(source.text)
+    anchors = _Anchors(source.module, lines)
     fixes = _Fixes(source, lines, imports)
     diagnostics: set[Diagnostic] = set()
-    for rule, violation in found:
-        line, column, end_line, end_column = lines.span(violation.node)
-        if is_suppressed(rule.code, line, suppressed):
+    # in the order of the code, so that the fixes in one top-level statement come together
+    located = sorted(
+        ((lines.span(violation.node), rule, violation) for rule, violation in found),
+        key=lambda item: item[0],
+    )
+    for (line, column, end_line, end_column), rule, violation in located:
+        if suppressions.suppresses(rule.code, line):
             continue
         try:
             edits = fixes.edits(violation.fix, violation.node) if violation.fix else None
@@ -95,21 +119,51 @@ def _diagnostics(
                 violation.severity or rule.severity,
                 violation.message,
                 edits,
-                _anchor(code_lines, line, end_line, scopes),
+                anchors.anchor(line, end_line),
             )
         )
+    for judge in judges:
+        if suppressions.exempts(judge.code):
+            continue
+        try:
+            judged = list(judge.check_suppressions(suppressions, ran))
+        except Exception as error:  # one rule's bug must not cost the other rules' findings
+            crashed.append(internal_error(source.path, f"in rule {judge.code}", error))
+            continue
+        for comment in judged:
+            line = comment.directive.line
+            diagnostics.add(
+                Diagnostic(
+                    source.path,
+                    line,
+                    comment.directive.column + 1,
+                    line,
+                    comment.directive.end_column + 1,
+                    judge.code,
+                    judge.name,
+                    judge.severity,
+                    comment.message,
+                    comment.fix,
+                    anchors.anchor(line, line),
+                )
+            )
     return sorted(diagnostics)
 
 
 class _Fixes:
     """Rules' fix recipes made into text edits. libcst parses only the top-level statements
-    that hold a fix, each once."""
+    that hold a fix, each once when asked in the order of the code: only the last one's
+    concrete tree is kept (all of them would grow the heap that every garbage collection
+    walks with the number of fixes)."""
 
     def __init__(self, source: Source, lines: Lines, imports: dict[str, str]) -> None:
         self.lines, self.imports = lines, imports
         self.module = source.module
         self._statements = [(_first_line(s), s.end_lineno or s.lineno) for s in source.module.body]
-        self._trees: dict[tuple[int, int], ConcreteTree | None] = {}
+        self._lasts = [last for _, last in self._statements]
+        self._region: tuple[int, int] | None = None
+        self._region_tree: ConcreteTree | None = None
+        self._places: dict[str, tuple[int, bool, bool]] = {}
 
     def edits(self, recipe: FixRecipe, node: ast.AST) -> FixEdits | None:
         tree = self._tree(self.lines.span(node)[0])
@@ -129,7 +183,9 @@ class _Fixes:
     def _import(self, name: str) -> TextEdit:
         """``import name`` (a standard-library module) on a line of its own, where isort and
         ruff's I001 would put it (after the last line when that one has no line break)."""
-        line, blank_before, blank_after = _import_place(self.module, name)
+        if name not in self._places:  # once per file, however many fixes need it
+            self._places[name] = _import_place(self.module, name)
+        line, blank_before, blank_after = self._places[name]
         newline, lines = _newline(self.lines), self.lines.lines
         statement = f"{newline if blank_before else ''}import {name}"
         if line > len(lines) and lines and not lines[-1].endswith(("\n", "\r")):
@@ -141,12 +197,14 @@ class _Fixes:
     def _tree(self, line: int) -> ConcreteTree | None:
         from shapecheck.concrete import ConcreteTree  # libcst: only for files with fixes
 
-        region = next(((a, b) for a, b in self._statements if a <= line <= b), None)
-        if region is None:
+        # the first top-level statement ending at or after the line, if it holds it
+        index = bisect.bisect_left(self._lasts, line)
+        region = self._statements[index] if index < len(self._statements) else None
+        if region is None or line < region[0]:
             return None
-        if region not in self._trees:
-            self._trees[region] = ConcreteTree.parse(self.lines, *region)
-        return self._trees[region]
+        if region != self._region:
+            self._region, self._region_tree = region, ConcreteTree.parse(self.lines, *region)
+        return self._region_tree
 
 
 def _first_line(statement: ast.stmt) -> int:
@@ -220,13 +278,26 @@ def _scopes(statements: Sequence[ast.stmt], prefix: str) -> list[Scope]:
     return scopes
 
 
-def _anchor(lines: list[str], line: int, end_line: int, scopes: list[Scope]) -> str:
-    """The enclosing function and the flagged lines' code, comments dropped and whitespace
-    collapsed: editing a comment or the code around keeps it."""
-    holding = [scope for scope in scopes if scope[0] <= line <= scope[1]]
-    scope = max(holding)[2] if holding else "<module>"  # the innermost starts last
-    code = _without_comments("\n".join(lines[line - 1 : end_line]))
-    return f"{scope}: {' '.join(code.split())}"
+class _Anchors:
+    """Each finding's anchor (see ``Diagnostic.anchor``): the enclosing function and the
+    flagged lines' code, comments dropped and whitespace collapsed, so that editing a comment
+    or the code around keeps it. Each line's scope and each flagged code are worked out once
+    per file, however many findings share them."""
+
+    def __init__(self, module: ast.Module, lines: Lines) -> None:
+        self._code_lines = [line.rstrip("\r\n") for line in lines.lines]
+        self._scope_of_line = ["<module>"] * (len(self._code_lines) + 1)
+        for first, last, name in sorted(_scopes(module.body, "")):
+            # sorted by first line: an inner scope starts later and overwrites its lines
+            self._scope_of_line[first : last + 1] = [name] * (last + 1 - first)
+        self._code: dict[tuple[int, int], str] = {}
+
+    def anchor(self, line: int, end_line: int) -> str:
+        code = self._code.get((line, end_line))
+        if code is None:
+            written = _without_comments("\n".join(self._code_lines[line - 1 : end_line]))
+            code = self._code[line, end_line] = " ".join(written.split())
+        return f"{self._scope_of_line[line]}: {code}"
 
 
 def _without_comments(code: str) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import click
@@ -26,17 +26,32 @@ def render(
     fixed: int | None = None,
     quiet: bool = False,
     known: int = 0,
+    fix_only: bool = False,
+    fix_list: str = "",
 ) -> str:
     """``fixed`` is how many findings ``--fix`` mended (``None`` when not fixing);
     ``unsafe`` counts unsafe fixes as available; ``quiet`` drops the summary line; ``known``
-    findings were left out because the baseline records them."""
+    findings were left out because the baseline records them. ``fix_only``
+    (``--fix-only``): the findings are not reported, only what was fixed and what could not
+    be checked (SC000, why the exit status is 2). ``fix_list`` (``--show-fixes``, text only)
+    goes between the findings and the summary."""
+    shown = [d for d in diagnostics if d.code == INPUT_ERROR_CODE] if fix_only else diagnostics
     if output_format == "json":
-        return json.dumps([d.to_json() for d in diagnostics], indent=2)
+        return json.dumps([d.to_json() for d in shown], indent=2)
     if output_format == "sarif":
-        return json.dumps(_sarif(diagnostics), indent=2)
+        return json.dumps(_sarif(shown), indent=2)
     if output_format == "github":
-        return "\n".join(map(_github, diagnostics))
-    return _text(diagnostics, files_checked, unsafe, fixed, quiet, known)
+        return "\n".join(map(_github, shown))
+    lines = [_line(d, unsafe) for d in shown]
+    if fix_list:
+        lines.append(fix_list)
+    if not quiet:
+        lines.append(
+            _fixed_only(fixed or 0, diagnostics, unsafe)
+            if fix_only
+            else _summary(diagnostics, files_checked, unsafe, fixed, known)
+        )
+    return "\n".join(lines)
 
 
 def statistics(diagnostics: Sequence[Diagnostic], output_format: str, unsafe: bool) -> str:
@@ -58,22 +73,21 @@ def statistics(diagnostics: Sequence[Diagnostic], output_format: str, unsafe: bo
     )
 
 
-def _text(
+def _line(d: Diagnostic, unsafe: bool) -> str:
+    return (
+        f"{click.style(d.path, bold=True)}:{d.line}:{d.column}: "
+        f"{click.style(d.code, fg='red' if d.severity == 'error' else 'yellow', bold=True)} "
+        f"{'[*] ' if applicable(d.fix, unsafe) else ''}{d.message}"
+    )
+
+
+def _summary(
     diagnostics: Sequence[Diagnostic],
     files_checked: int,
     unsafe: bool,
     fixed: int | None,
-    quiet: bool,
     known: int,
 ) -> str:
-    lines = [
-        f"{click.style(d.path, bold=True)}:{d.line}:{d.column}: "
-        f"{click.style(d.code, fg='red' if d.severity == 'error' else 'yellow', bold=True)} "
-        f"{'[*] ' if applicable(d.fix, unsafe) else ''}{d.message}"
-        for d in diagnostics
-    ]
-    if quiet:
-        return "\n".join(lines)
     files = len({d.path for d in diagnostics})
     if diagnostics:
         summary = f"{count(len(diagnostics), 'finding')} in {count(files, 'file')}"
@@ -82,11 +96,8 @@ def _text(
     if known:
         summary += f" ({known} more in the baseline)"
     if fixed is not None:
-        summary += f" ({fixed} fixed)"
-    else:
-        summary += _fixable(diagnostics, unsafe)
-    lines.append(summary)
-    return "\n".join(lines)
+        return summary + f" ({fixed} fixed)"
+    return summary + _fixable(diagnostics, unsafe)
 
 
 def _fixable(diagnostics: Sequence[Diagnostic], unsafe: bool) -> str:
@@ -101,6 +112,45 @@ def _fixable(diagnostics: Sequence[Diagnostic], unsafe: bool) -> str:
     if hidden:
         return f"; {hidden} fixable with --fix --unsafe-fixes"
     return ""
+
+
+def _fixed_only(fixed: int, remaining: Sequence[Diagnostic], unsafe: bool) -> str:
+    """``--fix-only``'s summary, like ruff's: ``Fixed 2 findings (1 more fixable with
+    --unsafe-fixes)``, ``No findings fixed``."""
+    hidden = sum(1 for d in remaining if d.fix is not None and not applicable(d.fix, unsafe))
+    more = f" ({hidden} {'more ' if fixed else ''}fixable with --unsafe-fixes)" if hidden else ""
+    return (f"Fixed {count(fixed, 'finding')}" if fixed else "No findings fixed") + more
+
+
+RuleCounts = Counter[tuple[str, str]]
+"""``(code, name)`` -> how many findings of that rule."""
+
+
+def fixable(diagnostics: Sequence[Diagnostic], unsafe: bool) -> dict[str, RuleCounts]:
+    """Per file, the findings whose fixes ``--fix`` would apply."""
+    counts: dict[str, RuleCounts] = {}
+    for d in diagnostics:
+        if applicable(d.fix, unsafe):
+            counts.setdefault(d.path, Counter())[(d.code, d.name)] += 1
+    return counts
+
+
+def fix_list(fixes: Mapping[str, RuleCounts], verb: str, flag: str = "") -> str:
+    """``--show-fixes``, as ruff lists them: a heading (``Fixed 2 findings:``), then per file
+    (``- model.py:``) the count of each rule, most first; empty when there is nothing to list."""
+    total = sum(counts.total() for counts in fixes.values())
+    if not total:
+        return ""
+    width = len(str(max(n for counts in fixes.values() for n in counts.values())))
+    heading = f"{verb} {count(total, 'finding')}{f' with {flag}' if flag else ''}:"
+    lines = [click.style(heading, bold=True)]
+    for path in sorted(fixes):
+        lines.append(f"- {click.style(path, bold=True)}:")
+        rows = sorted(fixes[path].items(), key=lambda item: (-item[1], item[0]))
+        lines += [
+            f"    {n:>{width}} \N{MULTIPLICATION SIGN} {code} ({name})" for (code, name), n in rows
+        ]
+    return "\n".join(lines)
 
 
 def count(number: int, noun: str) -> str:
@@ -143,6 +193,7 @@ Nothing in the file was checked, so its silence means nothing. The exit status i
 No fix: mend the file, or exclude it."""
 
 _TAGS = {
+    "0": "suppression",
     "1": "views",
     "2": "axes",
     "3": "attention",

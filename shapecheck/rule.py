@@ -14,20 +14,26 @@ import importlib.util
 import inspect
 import pkgutil
 import re
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, ClassVar
+
+from shapecheck.selection import COMMENT_FAMILY
 
 if TYPE_CHECKING:
     import ast
 
     from shapecheck.analysis import ModuleAnalysis
-    from shapecheck.diagnostics import Severity
+    from shapecheck.diagnostics import FixEdits, Severity
     from shapecheck.fixes import FixRecipe
+    from shapecheck.suppression import Directive, Suppressions
 
-CODE_PATTERN = re.compile(r"SC[1-9][0-9]{2}")
+CODE_PATTERN = re.compile(r"SC(?!000)[0-9]{3}")
+"""SC000 is no rule: it reports input that could not be checked."""
 
 
 @dataclass(frozen=True)
@@ -70,11 +76,73 @@ class Rule:
         return section.split()[0].rstrip(":,.").lower() if found else None
 
 
+@dataclass(frozen=True)
+class CommentViolation:
+    """What a :class:`SuppressionRule` found: a suppression comment, the message, the fix."""
+
+    directive: Directive
+    message: str
+    fix: FixEdits
+
+
+class SuppressionRule(Rule):
+    """A rule about shapecheck's own suppression comments: the SC0 family (ruff's RUF100 is one).
+
+    It runs in the suppression pass, after every other rule, on the comments their findings
+    did or did not use: :meth:`check_suppressions`, never :meth:`Rule.check`. Only a selector
+    that names it turns it on, never the default ``ALL`` (``shapecheck.selection`` reads that
+    from the code, so choosing rules imports none). It has no fixtures: what it reports is a
+    comment, which PyTorch never runs.
+    """
+
+    def check_suppressions(
+        self, suppressions: Suppressions, ran: frozenset[str]
+    ) -> Iterator[CommentViolation]:
+        """``ran``: the codes of the rules whose findings went through ``suppressions``."""
+        raise NotImplementedError
+
+
 def rules_folders() -> list[str]:
     """Where the rule modules are, found without importing them."""
     spec = importlib.util.find_spec("shapecheck.rules")
-    assert spec is not None and spec.submodule_search_locations is not None
-    return [str(Path(folder).resolve()) for folder in spec.submodule_search_locations]
+    if spec is not None and spec.submodule_search_locations is not None:
+        return [str(Path(folder).resolve()) for folder in spec.submodule_search_locations]
+    return [str(_checkout_rules())]
+
+
+def _checkout_rules() -> Path:
+    """The rules of the source checkout this package runs from, where no install maps them.
+
+    ``python -m shapecheck`` in a checkout's root imports the checkout's ``shapecheck/`` (the
+    current directory comes first on ``sys.path``) ahead of any install; its rules are the
+    checkout's top-level ``rules/``, which only an install maps to ``shapecheck.rules``.
+    """
+    folder = Path(__file__).resolve().parents[1] / "rules"
+    if not (folder / "__init__.py").is_file():
+        from shapecheck.extras import DISTRIBUTION
+
+        raise ModuleNotFoundError(
+            f"shapecheck.rules is missing (not installed, and no {folder}): reinstall "
+            f"{DISTRIBUTION}",
+            name="shapecheck.rules",
+        )
+    return folder
+
+
+def _rules_package() -> ModuleType:
+    """``shapecheck.rules``, installed or (see :func:`_checkout_rules`) the checkout's."""
+    if importlib.util.find_spec("shapecheck.rules") is not None:
+        return importlib.import_module("shapecheck.rules")
+    folder = _checkout_rules()
+    spec = importlib.util.spec_from_file_location(
+        "shapecheck.rules", folder / "__init__.py", submodule_search_locations=[str(folder)]
+    )
+    assert spec is not None and spec.loader is not None
+    package = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = package  # its rule modules import as shapecheck.rules.scNNN_...
+    spec.loader.exec_module(package)
+    sys.modules["shapecheck"].rules = package  # type: ignore[attr-defined]
+    return package
 
 
 @cache
@@ -88,7 +156,7 @@ def rule_codes() -> tuple[str, ...]:
 @cache
 def all_rules() -> tuple[type[Rule], ...]:
     """Every rule class in ``shapecheck.rules``, sorted by code."""
-    package = importlib.import_module("shapecheck.rules")
+    package = _rules_package()
     found: dict[str, type[Rule]] = {}
     for info in pkgutil.iter_modules(package.__path__):
         module = importlib.import_module(f"{package.__name__}.{info.name}")
@@ -104,6 +172,10 @@ def all_rules() -> tuple[type[Rule], ...]:
                 if not info.name.upper().startswith(value.code):
                     raise RuntimeError(
                         f"{module.__name__}: rule {value.code} in a module named otherwise"
+                    )
+                if issubclass(value, SuppressionRule) != value.code.startswith(COMMENT_FAMILY):
+                    raise RuntimeError(
+                        f"{module.__name__}: {COMMENT_FAMILY} codes are for suppression rules"
                     )
                 if value.code in found:
                     raise RuntimeError(f"two rules claim {value.code}")

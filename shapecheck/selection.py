@@ -1,4 +1,10 @@
-"""Which rules apply: ``select``/``ignore`` lists of codes and prefixes."""
+"""Which rules apply: ``select``/``ignore`` lists of codes and prefixes.
+
+``ALL``, the default selection, is every rule but the SC0 family, rules about shapecheck's own
+suppression comments (SC001, like ruff's RUF100): only a selector that names them turns them on
+(``SC0``, ``SC00``, ``SC001``). In ruff ``ALL`` includes RUF100, which the default leaves out;
+here ``ALL`` is the default, so it cannot.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,10 @@ from shapecheck.diagnostics import INPUT_ERROR_CODE
 
 if TYPE_CHECKING:
     from shapecheck.config import Settings
+
+
+COMMENT_FAMILY = "SC0"
+"""The codes of rules about suppression comments (``shapecheck.rule.SuppressionRule``)."""
 
 
 class SelectionError(ValueError):
@@ -68,4 +78,8 @@ def enabled(code: str, select: Iterable[str], ignore: Iterable[str]) -> bool:
     """Selected and not ignored; SC000 (unreadable input) can never be turned off."""
     if code == INPUT_ERROR_CODE:
         return True
-    return matches(code, select) and not matches(code, ignore)
+    if code.startswith(COMMENT_FAMILY):
+        selected = any(len(s) > len("SC") and code.startswith(s) for s in select)
+    else:
+        selected = matches(code, select)
+    return selected and not matches(code, ignore)

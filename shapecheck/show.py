@@ -13,28 +13,34 @@ from shapecheck.analysis import analyse
 from shapecheck.analysis.dims import format_shape
 from shapecheck.analysis.facts import Fact, FunctionNode, IntFact, TensorFact
 from shapecheck.analysis.interpreter import FunctionFacts
+from shapecheck.diagnostics import Diagnostic
 from shapecheck.source import Source, physical_lines
 
 _NOTE_COLUMN = 60
 
 
-def show_shapes(source: Source, selector: str | None) -> str:
-    """The annotated listing of the function ``selector`` names (every function if ``None``).
+def show_shapes(source: Source, selector: str | None) -> tuple[str, list[Diagnostic]]:
+    """The annotated listing of the functions ``selector`` names (every function if ``None``),
+    and an SC000 for each of them the analysis could not follow.
 
     Raises ``LookupError`` naming the functions there are when ``selector`` matches none.
     """
+    analysis = analyse(source.module, source.text)
     defined = [
-        function
-        for function in analyse(source.module, source.text).functions
-        if isinstance(function.node, FunctionNode)
+        function for function in analysis.functions if isinstance(function.node, FunctionNode)
     ]
+    too_deep = [part for part in analysis.too_deep if isinstance(part.node, FunctionNode)]
     functions = [function for function in defined if selector in (None, function.name)]
-    if not functions:
-        names = sorted(function.name for function in defined)
+    problems = [part.diagnostic(source.path) for part in too_deep if selector in (None, part.name)]
+    if not functions and not problems:
+        names = sorted(
+            [*(function.name for function in defined), *(part.name for part in too_deep)]
+        )
         known = ", ".join(names) if names else "none (the file does not use torch?)"
         raise LookupError(f"{source.path}: no function {selector!r}; functions: {known}")
     lines = [line.rstrip("\r\n") for line in physical_lines(source.text)]
-    return "\n\n".join(_listing(source.path, lines, function) for function in functions)
+    listing = "\n\n".join(_listing(source.path, lines, function) for function in functions)
+    return listing, problems
 
 
 def _listing(path: str, lines: list[str], function: FunctionFacts) -> str:

@@ -92,6 +92,15 @@ class Lines:
         start = self._column(line, located.col_offset)
         return line, start, end_line, self._column(end_line, end_offset)
 
+    def segment(self, node: ast.AST) -> str:
+        """``node``'s code as written, as ``ast.get_source_segment`` gives it, from the lines
+        it spans (that function splits the whole text on every call)."""
+        line, column, end_line, end_column = self.span(node)
+        if line == end_line:
+            return self.lines[line - 1][column:end_column]
+        first, last = self.lines[line - 1][column:], self.lines[end_line - 1][:end_column]
+        return "".join([first, *self.lines[line : end_line - 1], last])
+
     def _column(self, line: int, offset: int) -> int:
         text = self.lines[line - 1] if line <= len(self.lines) else ""
         return offset if text.isascii() else len(text.encode("utf-8")[:offset].decode("utf-8"))

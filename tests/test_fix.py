@@ -3,6 +3,7 @@ printed, what is refused."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from collections.abc import Callable
@@ -18,6 +19,8 @@ Cli = Callable[..., Result]
 Write = Callable[[str, str | bytes], Path]
 
 VIEW_FIXED = BAD_VIEW.replace(".transpose(1, 2).view(", ".transpose(1, 2).contiguous().view(")
+TIMES = "\N{MULTIPLICATION SIGN}"
+"""Between a count and a rule, as ruff lists fixes (``--show-fixes``)."""
 UNSCALED_FIXED = UNSCALED.replace("import torch\n", "import math\n\nimport torch\n").replace(
     "scores = q @ k.transpose(-2, -1)", "scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))"
 )
@@ -160,7 +163,9 @@ def test_a_fix_that_would_break_the_syntax_is_never_written(
     cli: Cli, write: Write, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     model = write("model.py", BAD_VIEW)
-    monkeypatch.setattr(fixer, "apply_fixes", lambda text, found, unsafe: (text + "def (:\n", 1))
+    monkeypatch.setattr(
+        fixer, "apply_fixes", lambda text, found, unsafe: (text + "def (:\n", found)
+    )
     result = cli("--fix", "model.py")
     assert result.exit_code == 2
     assert "model.py: the fixed code does not parse" in result.stderr
@@ -219,3 +224,111 @@ def test_columns_count_characters_and_fixes_reach_decorated_statements(
     assert f"model.py:{line}:{column}: SC101" in cli("model.py").output
     cli("--fix", "model.py")
     assert model.read_text() == source.replace(".view(", ".contiguous().view(")
+
+
+# --- --show-fixes, --fix-only, --exit-non-zero-on-fix (as ruff has them) ----------------------
+
+
+def test_show_fixes_lists_what_fix_fixed_per_file_and_rule(cli: Cli, write: Write) -> None:
+    write(
+        "model.py",
+        BAD_VIEW
+        + "\n\n"
+        + BAD_VIEW.replace("import torch\n", "").replace(
+            "def merge_heads", "def merge_heads_again"
+        ),
+    )
+    write("other.py", UNSCALED)
+    result = cli("--fix", "--unsafe-fixes", "--show-fixes", "other.py", "model.py")
+    assert result.output == (
+        "Fixed 3 findings:\n"
+        "- model.py:\n"
+        f"    2 {TIMES} SC101 (view-without-contiguous)\n"
+        "- other.py:\n"
+        f"    1 {TIMES} SC301 (missing-attention-scale)\n"
+        "No findings in 2 files (3 fixed)\n"
+    )
+    assert "Fixed" not in cli("--fix", "--show-fixes", "model.py").output  # nothing left to fix
+
+
+def test_show_fixes_without_fix_lists_what_fix_would_apply(cli: Cli, write: Write) -> None:
+    write("model.py", BAD_VIEW)
+    write("other.py", UNSCALED)
+    lines = cli("--show-fixes", "model.py", "other.py").output.splitlines()
+    assert lines[2:] == [
+        "Would fix 1 finding with --fix:",
+        "- model.py:",
+        f"    1 {TIMES} SC101 (view-without-contiguous)",
+        "2 findings in 2 files; [*] 1 fixable with --fix (1 more with --unsafe-fixes)",
+    ]
+    lines = cli("--show-fixes", "--unsafe-fixes", "model.py", "other.py").output.splitlines()
+    assert lines[2:7] == [
+        "Would fix 2 findings with --fix --unsafe-fixes:",
+        "- model.py:",
+        f"    1 {TIMES} SC101 (view-without-contiguous)",
+        "- other.py:",
+        f"    1 {TIMES} SC301 (missing-attention-scale)",
+    ]
+    assert "Would fix" not in cli("model.py", "other.py").output
+
+
+def test_show_fixes_with_diff_lists_them_on_stderr(cli: Cli, write: Write) -> None:
+    write("model.py", BAD_VIEW)
+    result = cli("--diff", "--show-fixes", "model.py")
+    assert result.stdout.startswith("--- model.py\n")
+    assert result.stderr == (
+        f"Would fix 1 finding:\n- model.py:\n    1 {TIMES} SC101 (view-without-contiguous)\n"
+        "1 fix would be applied\n"
+    )
+    write("model.py", CLEAN)
+    assert cli("--diff", "--show-fixes", "model.py").stderr == "0 fixes would be applied\n"
+
+
+def test_show_fixes_leaves_machine_formats_alone(cli: Cli, write: Write) -> None:
+    write("model.py", BAD_VIEW)
+    assert len(json.loads(cli("--show-fixes", "--format", "json", "model.py").output)) == 1
+
+
+def test_fix_only_fixes_reports_no_findings_and_exits_zero(cli: Cli, write: Write) -> None:
+    model = write("model.py", BAD_VIEW)
+    write("other.py", UNSCALED)  # a finding left, its fix unsafe
+    result = cli("--fix-only", "--show-fixes", "model.py", "other.py")
+    assert model.read_text() == VIEW_FIXED
+    assert (result.exit_code, result.output) == (
+        0,
+        f"Fixed 1 finding:\n- model.py:\n    1 {TIMES} SC101 (view-without-contiguous)\n"
+        "Fixed 1 finding (1 more fixable with --unsafe-fixes)\n",
+    )
+    result = cli("--fix-only", "model.py", "other.py")
+    assert (result.exit_code, result.output) == (
+        0,
+        "No findings fixed (1 fixable with --unsafe-fixes)\n",
+    )
+    assert json.loads(cli("--fix-only", "--format", "json", "other.py").output) == []
+
+
+def test_fix_only_still_shows_what_it_could_not_check(cli: Cli, write: Write) -> None:
+    write("broken.py", "x = (\n")
+    result = cli("--fix-only", "broken.py")
+    assert result.exit_code == 2
+    assert result.output.startswith("broken.py:1:5: SC000 ")
+    assert result.output.splitlines()[-1] == "No findings fixed"
+
+
+def test_fix_only_on_stdin_prints_the_fixed_source(cli: Cli) -> None:
+    result = cli("--fix-only", "-", stdin=(BAD_VIEW + UNSCALED).encode())
+    assert result.stdout == VIEW_FIXED + UNSCALED
+    assert result.stderr == "Fixed 1 finding (1 more fixable with --unsafe-fixes)\n"
+    assert result.exit_code == 0
+
+
+def test_exit_non_zero_on_fix(cli: Cli, write: Write) -> None:
+    model = write("model.py", BAD_VIEW)
+    assert cli("--fix-only", "--exit-non-zero-on-fix", "model.py").exit_code == 1
+    assert cli("--fix-only", "--exit-non-zero-on-fix", "model.py").exit_code == 0  # all fixed
+    model.write_text(BAD_VIEW)
+    assert cli("--fix", "--exit-non-zero-on-fix", "model.py").exit_code == 1  # none remain
+    model.write_text(BAD_VIEW)
+    assert cli("--fix", "--exit-non-zero-on-fix", "--exit-zero", "model.py").exit_code == 0
+    model.write_text(BAD_VIEW)
+    assert cli("--fix", "model.py").exit_code == 0

@@ -16,7 +16,7 @@ from shapecheck.confirm.fixtures import (
     read_marks,
     static_findings,
 )
-from shapecheck.rule import Rule, all_rules
+from shapecheck.rule import Rule, SuppressionRule, all_rules
 from tests.conftest import confirmation, fixed_confirmation
 
 FIXTURES = fixture_files()
@@ -44,7 +44,12 @@ def test_fixture_states_its_runtime_truth(path: Path) -> None:
     assert docstring.startswith(path.name[:5]), f"{path.name}: start the docstring with the code"
 
 
-@pytest.mark.parametrize("rule", all_rules(), ids=lambda rule: rule.code)
+# a suppression rule reports comments, which PyTorch never runs: no fixture can prove it
+@pytest.mark.parametrize(
+    "rule",
+    [rule for rule in all_rules() if not issubclass(rule, SuppressionRule)],
+    ids=lambda rule: rule.code,
+)
 def test_every_rule_has_bad_and_lookalike_fixture_lines(rule: type[Rule]) -> None:
     expected: Counter[str] = Counter()
     clean: Counter[str] = Counter()

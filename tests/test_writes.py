@@ -16,6 +16,7 @@ import pytest
 from click.testing import Result
 
 from shapecheck import fixer, writing
+from shapecheck.diagnostics import Diagnostic
 from tests.conftest import BAD_VIEW
 
 Cli = Callable[..., Result]
@@ -25,8 +26,10 @@ VIEW_FIXED = BAD_VIEW.replace(".transpose(1, 2).view(", ".transpose(1, 2).contig
 FINDING = "model.py:6:37: SC101"
 
 
-def _fails_to_parse(text: str, found: object, unsafe: bool) -> tuple[str, int]:
-    return text + "def (:\n", 1
+def _fails_to_parse(
+    text: str, found: list[Diagnostic], unsafe: bool
+) -> tuple[str, list[Diagnostic]]:
+    return text + "def (:\n", found
 
 
 @pytest.mark.parametrize("encoding", ["unicode_escape", "utf-7"], ids=["unicode_escape", "utf-7"])

@@ -34,6 +34,8 @@ from shapecheck.analysis.interpreter import (
 )
 from shapecheck.analysis.lattice import join
 from shapecheck.analysis.observations import AttentionScores
+from shapecheck.diagnostics import Diagnostic, input_error
+from shapecheck.source import Lines
 
 ObservationT = TypeVar("ObservationT")
 
@@ -48,10 +50,14 @@ class ModuleAnalysis:
     functions: list[FunctionFacts]
     imports: dict[str, str] = field(default_factory=dict)
     """Each name an import binds -> what it imports (``F`` -> ``torch.nn.functional``)."""
+    too_deep: list[TooDeep] = field(default_factory=list)
+    """What the analysis could not follow (``functions`` holds the rest)."""
     _parents: dict[ast.AST, ast.AST] | None = field(default=None, repr=False)
     _facts: dict[ast.AST, Fact] | None = field(default=None, repr=False)
     _calls: dict[tuple[type[Fact], str], list[ast.Call]] | None = field(default=None, repr=False)
     _module_classes: set[ast.ClassDef] | None = field(default=None, repr=False)
+    _lines: Lines | None = field(default=None, repr=False)
+    _functions_by_node: dict[ast.AST, FunctionFacts] | None = field(default=None, repr=False)
     _averaged: dict[ast.AST, frozenset[str]] = field(default_factory=dict, repr=False)
     """Per function: how the values that attention weights average are written."""
 
@@ -122,12 +128,20 @@ class ModuleAnalysis:
         queries, keys = _written(product.left_node), _written(product.right_node)
         if queries == keys:
             return False  # x @ x.T: self-attention without projections
-        holder = next((f for f in self.functions if product.node in f.facts), None)
+        holder = self._evaluated_in(product.node)
         if holder is None:
             return False
         if holder.node not in self._averaged:
             self._averaged[holder.node] = _averaged(holder)
         return {queries, keys} <= self._averaged[holder.node]
+
+    def _evaluated_in(self, node: ast.AST) -> FunctionFacts | None:
+        """The first function whose analysis evaluated ``node`` (indexed once per module)."""
+        if self._functions_by_node is None:
+            self._functions_by_node = {}
+            for function in reversed(self.functions):
+                self._functions_by_node.update(dict.fromkeys(function.facts, function))
+        return self._functions_by_node.get(node)
 
     def enclosing_function(self, node: ast.AST) -> FunctionNode | None:
         """The innermost ``def`` holding ``node``."""
@@ -139,7 +153,9 @@ class ModuleAnalysis:
 
     def source(self, node: ast.AST) -> str:
         """``node``'s code as written (without parentheses around it)."""
-        return ast.get_source_segment(self.text, node) or ""
+        if self._lines is None:
+            self._lines = Lines(self.text)  # once per module: a finding costs its own code only
+        return self._lines.segment(node)
 
     def resolves_to(self, node: ast.expr, target: str) -> bool:
         """Does ``node`` (``torch``, ``th.sqrt``) name ``target`` through the imports?"""
@@ -291,11 +307,13 @@ def analyse(module: ast.Module, text: str, *, shapes: bool = True) -> ModuleAnal
             context.functions.setdefault(definition.name, definition)
 
     top_level = Interpreter(context)
+    functions: list[FunctionFacts] = []
+    too_deep: list[TooDeep] = []
     try:
         top_level.run_block(module.body)
-        functions = [top_level.result(module, "<module>")]
+        functions.append(top_level.result(module, "<module>"))
     except RecursionError:
-        functions = []
+        too_deep.append(TooDeep(module, "<module>"))
     globals_ = dict(top_level.env)
     jobs = list(_jobs(context, top_definitions, globals_, None, ""))
     outputs = [_analyse_function(context, *job) for job in jobs]
@@ -307,8 +325,28 @@ def analyse(module: ast.Module, text: str, *, shapes: bool = True) -> ModuleAnal
         if any(output.node in context.parameter_facts for output in outputs[index]):
             outputs[index] = _analyse_function(context, *job)
     for output in outputs:
-        functions.extend(output)
-    return ModuleAnalysis(module, text, functions, imports)
+        for result in output:
+            if isinstance(result, TooDeep):
+                too_deep.append(result)
+            else:
+                functions.append(result)
+    return ModuleAnalysis(module, text, functions, imports, too_deep=too_deep)
+
+
+@dataclass(frozen=True)
+class TooDeep:
+    """A function (by its qualified name), or the module's top-level code, nested deeper than
+    Python's stack lets the analysis follow: nothing is known there, and a check says so."""
+
+    node: FunctionNode | ast.Module
+    name: str
+
+    def diagnostic(self, path: str) -> Diagnostic:
+        """The SC000 for it, where the function starts."""
+        if isinstance(self.node, ast.Module):
+            return input_error(path, "cannot analyse the top-level code: too deeply nested")
+        message = f"cannot analyse `{self.name}`: too deeply nested"
+        return input_error(path, message, self.node.lineno, self.node.col_offset + 1)
 
 
 Job = tuple[FunctionNode, dict[str, Fact], ClassModel | None, str]
@@ -372,14 +410,14 @@ def _analyse_function(
     closure: dict[str, Fact],
     model: ClassModel | None,
     name: str,
-) -> list[FunctionFacts]:
+) -> list[FunctionFacts | TooDeep]:
     interpreter = Interpreter(context, class_model=model)
-    interpreter.inherit(closure)
+    interpreter.inherit(node, closure)
     try:
         interpreter.run_function(node, context.parameter_facts.get(node))
     except RecursionError:
-        return []  # expressions nested deeper than Python's stack: say nothing about them
-    results = [interpreter.result(node, name)]
+        return [TooDeep(node, name)]
+    results: list[FunctionFacts | TooDeep] = [interpreter.result(node, name)]
     for nested, nested_closure in interpreter.nested:
         results.extend(
             _analyse_function(context, nested, nested_closure, model, f"{name}.{nested.name}")
@@ -404,7 +442,7 @@ def _class_model(
     if init is None:
         return model
     interpreter = Interpreter(context, class_model=model, record=False)
-    interpreter.inherit(globals_)
+    interpreter.inherit(init, globals_)
     try:
         interpreter.run_function(init)
     except RecursionError:

@@ -158,8 +158,17 @@ class Dim:
     def __str__(self) -> str:
         parts = [str(atom) for atom in self.factors]
         if self.coefficient != 1 or not parts:
-            parts.insert(0, str(self.coefficient))
+            parts.insert(0, written(self.coefficient))
         return "*".join(parts)
+
+
+def written(number: int) -> str:
+    """``number`` in decimal; past the digits Python writes out (4,300 by default), how many
+    digits it has."""
+    try:
+        return str(number)
+    except ValueError:
+        return f"<a {round(number.bit_length() * math.log10(2))}-digit number>"
 
 
 def _without(factors: list[Atom], coefficient: int, divisor: Dim) -> tuple[list[Atom], int] | None:

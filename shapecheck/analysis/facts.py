@@ -57,6 +57,9 @@ class IntFact(Fact):
     """A Python ``int`` of known symbolic size (``B``, ``self.num_heads``, ``4``)."""
 
     dim: Dim
+    assumed: bool = field(default=False, compare=False)
+    """Only taken for a size: arithmetic on a name the analysis knows nothing of (``t * 2``),
+    which may as well be a tensor."""
 
 
 @dataclass(frozen=True)
@@ -79,12 +82,17 @@ class Scale:
     coefficient: float = 1.0
 
     def power(self, exponent: float) -> Scale | None:
-        """``None`` where Python's answer is not a real number: ``0 ** -1``, ``(-4) ** 0.5``."""
+        """``None`` where Python's answer is not a real number (``0 ** -1``, ``(-4) ** 0.5``)
+        or no float holds it (``10 ** 400``)."""
         if (self.coefficient == 0 and exponent < 0) or (
             self.coefficient < 0 and not float(exponent).is_integer()
         ):
             return None
-        return Scale(self.base, self.exponent * exponent, self.coefficient**exponent)
+        try:
+            coefficient = self.coefficient**exponent
+        except OverflowError:
+            return None
+        return Scale(self.base, self.exponent * exponent, coefficient)
 
     def times(self, other: Scale) -> Scale | None:
         if self.base == other.base or other.base == Dim.constant(1):
@@ -99,7 +107,8 @@ def scale_of(fact: Fact) -> Scale | None:
     """The number a fact holds, as a :class:`Scale` (sizes, scalars, 0-d tensors)."""
     if isinstance(fact, IntFact):
         if fact.dim.value is not None:
-            return Scale(Dim.constant(1), 1.0, float(fact.dim.value))
+            value = as_float(fact.dim.value)
+            return None if value is None else Scale(Dim.constant(1), 1.0, value)
         return Scale(fact.dim, 1.0)
     if isinstance(fact, ScalarFact):
         if fact.scale is not None:
@@ -111,29 +120,20 @@ def scale_of(fact: Fact) -> Scale | None:
     return None
 
 
+def as_float(value: int) -> float | None:
+    """An exact integer as a float; ``None`` beyond the largest float (``10**400``)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return None
+
+
 @dataclass(frozen=True)
 class ScaleEvidence:
     """Something multiplied the values by ``factor`` (``None``: by what, nobody knows)."""
 
     node: ast.AST
     factor: Scale | None
-
-
-@dataclass(frozen=True)
-class SizeFact(Fact):
-    """A tuple of sizes: ``x.shape``, ``x.size()``, ``(B, L, H, D)``."""
-
-    dims: tuple[Dim, ...]
-
-
-@dataclass(frozen=True)
-class ShapePrefix(Fact):
-    """``x.shape[:-k]`` of a tensor whose rank is not known (yet): its sizes but the last
-    ``dropped``, however many there are. Read again once the rank is learned."""
-
-    owner: str
-    """The name the tensor is bound to (``hidden_states``)."""
-    dropped: int
 
 
 @dataclass(frozen=True)
@@ -153,6 +153,23 @@ class Tiling:
     guess: str | None = None
     """Where the tiled tensor's rank was not known: the assumption that it had an axis for
     each count (else the first counts make new axes, which tile nothing)."""
+
+
+@dataclass(frozen=True)
+class SizeFact(Fact):
+    """A tuple of sizes: ``x.shape``, ``x.size()``, ``(B, L, H, D)``."""
+
+    dims: tuple[Dim, ...]
+
+
+@dataclass(frozen=True)
+class ShapePrefix(Fact):
+    """``x.shape[:-k]`` of a tensor whose rank is not known (yet): its sizes but the last
+    ``dropped``, however many there are. Read again once the rank is learned."""
+
+    owner: str
+    """The name the tensor is bound to (``hidden_states``)."""
+    dropped: int
 
 
 @dataclass(frozen=True)
@@ -214,10 +231,14 @@ SAME_SHAPE = "shapecheck.same-shape"
 
 @dataclass(frozen=True)
 class FunctionRef(Fact):
-    """A function defined in the analysed module, with the names it closes over."""
+    """A function defined in the analysed module, with what it reads of the names bound where
+    it was defined."""
 
     node: FunctionNode
     closure: tuple[tuple[str, Fact], ...] = ()
+    enclosed: bool = False
+    """Defined where names were bound (in a function, or after a module's first binding): it
+    may depend on them, so what a call returns is not remembered (``ModuleContext.inlined``)."""
     class_name: str | None = None
     uncertain: bool = False
     """One of several functions the code may call here (a lookup's default, the eager

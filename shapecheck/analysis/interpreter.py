@@ -9,10 +9,16 @@ from __future__ import annotations
 
 import ast
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from shapecheck.analysis.annotations import ShapeSpec, contradiction, parse_shape, shape_of
+from shapecheck.analysis.annotations import (
+    Bindings,
+    ShapeSpec,
+    contradiction,
+    declared,
+    parse_shape,
+)
 from shapecheck.analysis.dims import Dim
 from shapecheck.analysis.facts import (
     NONE,
@@ -25,6 +31,7 @@ from shapecheck.analysis.facts import (
     InstanceFact,
     IntFact,
     ModuleFact,
+    PrefixedShape,
     PrefixedSizes,
     QualifiedName,
     RepeatedFact,
@@ -136,6 +143,29 @@ class ModuleContext:
             self.rebound_names[function] = names
         return names
 
+    read_names: dict[FunctionNode, tuple[str, ...]] = field(default_factory=dict)
+    """Per function, the names and dotted paths it may read (see ``visible``)."""
+
+    def visible(self, function: FunctionNode, scope: Mapping[str, Fact]) -> dict[str, Fact]:
+        """What ``function`` can read of ``scope`` (a closure, the module's globals): the names
+        its code mentions, and the tensor a shape prefix among them is read from again. Only
+        that is copied: the whole scope, copied into every function, costs the square of the
+        module's size."""
+        names = self.read_names.get(function)
+        if names is None:
+            names = tuple(dict.fromkeys(_mentioned(function)))
+            self.read_names[function] = names
+        seen: dict[str, Fact] = {}
+        for name in names:
+            fact = scope.get(name)
+            if fact is None:
+                continue
+            seen[name] = fact
+            owner = _shape_owner(fact)
+            if owner is not None and owner in scope:
+                seen.setdefault(owner, scope[owner])
+        return seen
+
     def attribute_name(self, node: ast.Attribute) -> ast.Name:
         """``attr`` in ``x.attr`` as a node of its own: ``ast`` gives it no position, and a finding
         about ``x.transpose(1, 2).view(...)`` points at ``view``. One node per attribute, so an
@@ -197,8 +227,8 @@ class Interpreter:
         self.divisions: list[tuple[str, str]] = []
         """``a // b`` of plain names, as written."""
         self.function_name = ""
-        self.annotation_sizes: dict[str, Dim] = {}
-        """jaxtyping dimension names bound by the parameters' annotations."""
+        self.annotation_sizes = Bindings()
+        """jaxtyping dimension names (and ``*names``) bound by the parameters' annotations."""
         self.return_spec: ShapeSpec | None = None
         self.nested: list[tuple[FunctionNode, dict[str, Fact]]] = []
         self.half_precision_branches = 0
@@ -283,14 +313,14 @@ class Interpreter:
                 spec = self._shape_spec(annotation)
                 if spec is not None:
                     assigned = self.facts.get(value, UNKNOWN)
-                    self._check_annotation(value, assigned, spec, dict(self.annotation_sizes))
+                    self._check_annotation(value, assigned, spec, self.annotation_sizes.copy())
             case ast.AugAssign(target=target, op=operator, value=value):
                 self._augmented(statement, target, operator, value)
             case ast.Return(value=value):
                 returned = self.eval(value) if value is not None else UNKNOWN
                 if value is not None and self.return_spec is not None:
                     self._check_annotation(
-                        value, returned, self.return_spec, dict(self.annotation_sizes)
+                        value, returned, self.return_spec, self.annotation_sizes.copy()
                     )
                 self.returns.append(returned)
                 return False
@@ -397,8 +427,8 @@ class Interpreter:
         self.run_block(statement.finalbody)
 
     def _define(self, node: FunctionNode) -> None:
-        closure = dict(self.env)
-        self.env[node.name] = FunctionRef(node, tuple(closure.items()))
+        closure = self.context.visible(node, self.env)
+        self.env[node.name] = FunctionRef(node, tuple(closure.items()), enclosed=bool(self.env))
         if self.record:
             self.nested.append((node, closure))
 
@@ -444,8 +474,10 @@ class Interpreter:
         else:
             self.eval(target)  # x[i] = v: the tensor keeps its facts
 
-    def inherit(self, facts: dict[str, Fact]) -> None:
-        """Start from ``facts`` (a closure, the module's globals)."""
+    def inherit(self, function: FunctionNode, scope: Mapping[str, Fact]) -> None:
+        """Start ``function`` from what it can read of ``scope`` (a closure, the module's
+        globals)."""
+        facts = self.context.visible(function, scope)
         self.env.update(facts)
         self.paths.update(name for name in facts if "." in name)
 
@@ -509,9 +541,7 @@ class Interpreter:
         if annotation_node is not None:
             spec = self._shape_spec(annotation_node)
             if spec is not None:
-                shape = shape_of(spec, self.annotation_sizes)
-                rank = None if shape is None else len(shape)
-                return TensorFact(shape, Layout.contiguous(rank), scaling=PARAMETER_SCALING)
+                return _declared_tensor(declared(spec, self.annotation_sizes))
         annotation = dotted_name(annotation_node) if annotation_node is not None else None
         if annotation in self.context.classes:
             return InstanceFact(annotation)
@@ -754,11 +784,12 @@ class Interpreter:
         a, b = self.size(left, node.left), self.size(right, node.right)
         if a is None or b is None:
             return None
+        assumed = isinstance(left, Unknown) or isinstance(right, Unknown)
         if symbol == "*":
-            return IntFact(a * b)
+            return IntFact(a * b, assumed)
         if a.value is None and b.value is None:
             self._divided(node)
-        return IntFact(a.floordiv(b, origin=node))
+        return IntFact(a.floordiv(b, origin=node), assumed)
 
     def _divided(self, node: ast.BinOp) -> None:
         """Remember a division of named sizes, for SC502."""
@@ -791,20 +822,23 @@ class Interpreter:
         by_name = {param.name: param for param in params}
         passed = [(param, argument) for param, argument in zip(params, args, strict=False)]
         passed += [(by_name[key], argument) for key, argument in kwargs.items() if key in by_name]
-        sizes: dict[str, Dim] = {}
+        bindings = Bindings()
         for param, (fact, node) in passed:
             annotation = param.node.annotation
             spec = self._shape_spec(annotation) if annotation is not None else None
             if spec is not None:
-                self._check_annotation(node, fact, spec, sizes)
+                self._check_annotation(node, fact, spec, bindings)
 
     def _check_annotation(
-        self, node: ast.AST, fact: Fact, spec: ShapeSpec, sizes: dict[str, Dim]
+        self, node: ast.AST, fact: Fact, spec: ShapeSpec, bindings: Bindings
     ) -> None:
-        if isinstance(fact, TensorFact) and fact.shape is not None:
-            reason = contradiction(spec, fact.shape, sizes)
+        if not isinstance(fact, TensorFact):
+            return
+        value = fact.shape if fact.shape is not None else fact.prefixed
+        if value is not None:
+            reason = contradiction(spec, value, bindings)
             if reason is not None:
-                self.observe(AnnotationMismatch(node, spec.text, fact.shape, reason))
+                self.observe(AnnotationMismatch(node, spec.text, value, reason))
 
     def _subscript(self, node: ast.Subscript) -> Fact:
         base = self.eval(node.value)
@@ -838,20 +872,27 @@ class Interpreter:
         ):
             owner = dotted_name(receiver.value)
             if owner is not None:
-                return IntFact(self.symbol(f"{owner}.shape[{index}]"))
+                known = _last_size(self.env.get(owner), index)
+                return IntFact(known or self.symbol(f"{owner}.shape[{index}]"))
         if isinstance(base, TensorFact):
             return _index_tensor(base, node)
         return UNKNOWN
 
     def _shape_prefix(self, node: ast.Subscript) -> ShapePrefix | None:
-        """``x.shape[:-k]`` (or ``x.size()[:-k]``) of a tensor whose rank is unknown."""
+        """``x.shape[:-k]`` (or ``x.size()[:-k]``) of a tensor whose rank is unknown: where
+        ``x`` is a prefix (a ``*batch``) and ``k`` last axes, that prefix."""
         dropped = _dropped_tail(node)
         owner = _shape_receiver(node.value)
         key = dotted_name(owner) if owner is not None and dropped else None
         tensor = self.env.get(key) if key is not None else None
         if key is None or dropped is None or not isinstance(tensor, TensorFact):
             return None
-        return ShapePrefix(key, dropped) if tensor.shape is None else None
+        if tensor.shape is not None:
+            return None
+        split = tensor.prefixed
+        if split is not None and len(split.tail) == dropped:
+            return split.prefix
+        return ShapePrefix(key, dropped)
 
     def spliced(self, fact: Fact) -> Fact:
         """What ``*value`` splices in: a shape prefix read again now, if its rank is known."""
@@ -873,14 +914,22 @@ class Interpreter:
     def learn_rank(self, key: str, rank: int, guess: str | None) -> TensorFact | None:
         """The tensor bound to ``key``, whose rank the code's use of it reveals: bound again
         with ``rank`` named sizes (``hidden_states.shape[0]``, ...) and the guess it rests
-        on."""
+        on. Last axes known already (after a ``*batch``) keep their sizes."""
         tensor = self.env.get(key)
         if not isinstance(tensor, TensorFact) or tensor.shape is not None:
             return None
         shape = tuple(self.symbol(f"{key}.shape[{index}]") for index in range(rank))
+        split = tensor.prefixed
+        if split is not None and len(split.tail) <= rank:
+            shape = (*shape[: rank - len(split.tail)], *split.tail)
         layout = tensor.layout.materialise(rank) if tensor.layout is not None else None
         learned = replace(
-            tensor, shape=shape, layout=layout, unknown_rank=None, guess=guess or tensor.guess
+            tensor,
+            shape=shape,
+            layout=layout,
+            unknown_rank=None,
+            guess=guess or tensor.guess,
+            prefixed=None,
         )
         self.env[key] = learned
         return learned
@@ -1078,6 +1127,9 @@ class Interpreter:
             if -len(tensor.shape) <= index < len(tensor.shape):
                 return IntFact(tensor.shape[index])
             return UNKNOWN
+        known = _last_size(tensor, index)
+        if known is not None:
+            return IntFact(known)
         owner = dotted_name(receiver)
         if owner is None:
             return IntFact(Dim.symbol("?"))
@@ -1148,7 +1200,8 @@ class Interpreter:
                 else:
                     self.env[name] = outer
             elif isinstance(fact, FunctionRef):
-                results.append(self._inline(fact, ast.Call(node, [], []), [(item, node)], {}))
+                call = ast.copy_location(ast.Call(node, [], []), node)
+                results.append(self._inline(fact, call, [(item, node)], {}))
             else:
                 return UNKNOWN
         return TupleFact(tuple(results))
@@ -1171,7 +1224,10 @@ class Interpreter:
         """Follow a call into a function of this module, without recording anything there."""
         arguments = _bind_arguments(function, args, kwargs)
         if self.record and not self.context.call_sites_frozen:
-            self.context.call_sites.setdefault(function.node, []).append(arguments)
+            # a recursive call says what the function passes itself, not what its callers
+            # do: its parameters are then no one's to tell
+            site = None if _within(node, function.node) else arguments
+            self.context.call_sites.setdefault(function.node, []).append(site)
         if arguments is not None:
             self._check_arguments(function, args, kwargs)
         if self.depth >= INLINE_DEPTH or arguments is None:
@@ -1184,15 +1240,18 @@ class Interpreter:
             self.depth,
             *sorted(arguments.items()),
         )
-        if function.closure or any(_closes_over(fact) for fact in arguments.values()):
-            key = None  # a closure holds the environment: hashing it costs more than it saves
+        if function.enclosed or any(_closes_over(fact) for fact in arguments.values()):
+            key = None  # what it returns may depend on the names bound where it was defined
         returned = self.context.inlined.get(key) if key is not None else None
         if returned is None:
             callee = Interpreter(
                 self.context, class_model=owner, record=False, depth=self.depth + 1
             )
-            callee.inherit(dict(function.closure))
-            returned = callee.run_function(function.node, arguments)
+            callee.inherit(function.node, dict(function.closure))
+            try:
+                returned = callee.run_function(function.node, arguments)
+            except RecursionError:  # deeper than Python's stack: a call it cannot follow
+                return _unmodelled_call(node)
             if key is not None:
                 self.context.inlined[key] = returned
         return _uncertain(returned) if function.uncertain else returned
@@ -1208,6 +1267,30 @@ def _tensor_parameter(name: str) -> TensorFact:
         scaling=PARAMETER_SCALING,
         unknown_rank=Unknown("parameter", name),
     )
+
+
+def _last_size(tensor: Fact | None, index: int) -> Dim | None:
+    """``x.shape[index]`` counted from the end, where only ``x``'s last axes are known."""
+    split = tensor.prefixed if isinstance(tensor, TensorFact) else None
+    if split is None or not -len(split.tail) <= index < 0:
+        return None
+    return split.tail[index]
+
+
+def _declared_tensor(shape: tuple[Dim, ...] | PrefixedShape | None) -> TensorFact:
+    """A tensor handed in with the shape its jaxtyping annotation declares: every axis, or
+    the last ones after a ``*batch``."""
+    if isinstance(shape, PrefixedShape):
+        last = shape.tail[-1] if shape.tail else None
+        return TensorFact(
+            None,
+            Layout.contiguous(None),
+            scaling=PARAMETER_SCALING,
+            prefixed=shape,
+            known_last=last,
+        )
+    rank = None if shape is None else len(shape)
+    return TensorFact(shape, Layout.contiguous(rank), scaling=PARAMETER_SCALING)
 
 
 def _annotated(annotation: ast.expr, name: str) -> Fact:
@@ -1256,9 +1339,35 @@ def _uncertain(fact: Fact) -> Fact:
     return fact
 
 
+def _within(node: ast.expr, function: FunctionNode) -> bool:
+    """Is ``node`` written inside ``function``'s body?"""
+    end = function.end_lineno or function.lineno
+    return function.lineno <= node.lineno <= end
+
+
+def _mentioned(function: FunctionNode) -> Iterator[str]:
+    """Every name and dotted path (``config.hidden_size``) written in ``function``."""
+    for node in ast.walk(function):
+        if isinstance(node, ast.Name):
+            yield node.id
+        elif isinstance(node, ast.Attribute):
+            path = dotted_name(node)
+            if path is not None:
+                yield path
+
+
+def _shape_owner(fact: Fact) -> str | None:
+    """The name of the tensor a shape prefix (``x.shape[:-1]``) is read from."""
+    if isinstance(fact, ShapePrefix):
+        return fact.owner
+    if isinstance(fact, PrefixedSizes):
+        return fact.prefix.owner
+    return None
+
+
 def _closes_over(fact: Fact) -> bool:
     if isinstance(fact, FunctionRef):
-        return bool(fact.closure)
+        return fact.enclosed
     return isinstance(fact, TupleFact) and any(_closes_over(item) for item in fact.items)
 
 

@@ -10,7 +10,7 @@ import ast
 from dataclasses import dataclass
 
 from shapecheck.analysis.dims import Dim
-from shapecheck.analysis.facts import Product, TensorFact
+from shapecheck.analysis.facts import PrefixedShape, Product, TensorFact
 from shapecheck.analysis.layout import Reinterpretation
 
 
@@ -124,7 +124,8 @@ class AnnotationMismatch:
 
     node: ast.AST
     annotation: str
-    shape: tuple[Dim, ...]
+    shape: tuple[Dim, ...] | PrefixedShape
+    """Every axis, or the last ones after a prefix (a ``*batch``)."""
     reason: str
 
 

@@ -9,6 +9,9 @@ match; and for each fixed fixture (``fixtures/fixed/``), whether every repaired 
 runs, matches the reference, or computes what it did without the problem. Exit status 1 when
 anything disagrees, 2 when it cannot run. ``--write-fixed`` regenerates the fixed fixtures
 (``shapecheck --fix --unsafe-fixes`` on a copy of each fixture) and exits.
+
+The fixtures are those installed with the package (a checkout's ``fixtures/`` when run from
+one) unless ``--fixtures DIR`` names others. Running them needs the ``torch`` extra.
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from shapecheck.confirm.fixtures import (
+    CHECKOUT_FIXTURES,
     FIXTURES_DIR,
+    SHIPPED_FIXTURES,
     FixedReport,
     FixtureReport,
     LineVerdict,
@@ -31,17 +36,33 @@ from shapecheck.confirm.fixtures import (
     fixed_version,
     fixture_files,
 )
+from shapecheck.extras import DISTRIBUTION, missing_torch_extra, torch_extra_message
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m shapecheck.confirm", description=__doc__)
     parser.add_argument("--device", choices=["cpu", "cuda", "all"], default="all")
-    parser.add_argument("--fixtures", type=Path, default=FIXTURES_DIR)
+    parser.add_argument(
+        "--fixtures",
+        type=Path,
+        metavar="DIR",
+        help="the folder of SCNNN_*.py fixtures (default: those installed with shapecheck, "
+        "or a checkout's fixtures/)",
+    )
     parser.add_argument("--write-fixed", action="store_true", help="regenerate fixtures/fixed/")
     options = parser.parse_args(argv)
+    folder = options.fixtures or FIXTURES_DIR
+    files = fixture_files(folder)
+    if not files:
+        print(_no_fixtures(options.fixtures), file=sys.stderr)
+        return 2
     if options.write_fixed:
-        return _write_fixed()
+        return _write_fixed(files)
 
+    missing = missing_torch_extra()
+    if missing is not None:
+        print(torch_extra_message("python -m shapecheck.confirm", missing), file=sys.stderr)
+        return 2
     import torch
 
     cuda = torch.cuda.is_available()
@@ -49,13 +70,6 @@ def main(argv: list[str] | None = None) -> int:
         print("CUDA is not available on this machine", file=sys.stderr)
         return 2
     devices = {"cpu": ["cpu"], "cuda": ["cuda"], "all": ["cpu", "cuda"] if cuda else ["cpu"]}
-    files = fixture_files(options.fixtures)
-    if not files:
-        print(
-            f"no fixtures in {options.fixtures} (run from a shapecheck checkout)", file=sys.stderr
-        )
-        return 2
-
     gpu = f" ({torch.cuda.get_device_name(0)})" if cuda else ""
     print("shapecheck confirmation report")
     print(
@@ -88,11 +102,24 @@ def print_report(reports: list[FixtureReport], fixed: list[FixedReport]) -> int:
     return 0
 
 
-def _write_fixed() -> int:
-    folder = fixed_version(FIXTURES_DIR / "any.py").parent
+def _no_fixtures(given: Path | None) -> str:
+    """One line: where it looked, and how to point it elsewhere."""
+    if given is not None:
+        return (
+            f"no fixtures (SCNNN_*.py) in {given}: point --fixtures at the fixtures/ folder of "
+            "a shapecheck checkout"
+        )
+    return (
+        f"no fixtures (SCNNN_*.py) in {SHIPPED_FIXTURES} nor {CHECKOUT_FIXTURES}: reinstall "
+        f"{DISTRIBUTION}, or point --fixtures DIR at the fixtures/ folder of a shapecheck checkout"
+    )
+
+
+def _write_fixed(files: list[Path]) -> int:
+    folder = fixed_version(files[0]).parent
     folder.mkdir(exist_ok=True)
     written = set()
-    for path in fixture_files():
+    for path in files:
         text = fixed_text(path)
         if text is not None:
             fixed_version(path).write_text(text, encoding="utf-8", newline="")

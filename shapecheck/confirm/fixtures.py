@@ -17,8 +17,12 @@ from types import ModuleType
 
 from shapecheck.confirm import Outcome, Repair, judging_fixed, load_fixture, run_fixture
 
-FIXTURES_DIR = Path(__file__).resolve().parents[2] / "fixtures"
-"""The fixtures of a source checkout (they are not installed with the package)."""
+SHIPPED_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+"""Where an installed package keeps its fixtures (pyproject.toml ships them there)."""
+CHECKOUT_FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+"""Where a source checkout (or an editable install of one) keeps them."""
+FIXTURES_DIR = SHIPPED_FIXTURES if SHIPPED_FIXTURES.is_dir() else CHECKOUT_FIXTURES
+"""The fixtures ``python -m shapecheck.confirm`` runs unless told ``--fixtures DIR``."""
 
 
 def fixed_version(path: Path) -> Path:

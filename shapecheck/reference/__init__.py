@@ -1,9 +1,13 @@
 """Reference attention modules: correct, shape-annotated, checked at run time.
 
-Runtime half of shapecheck (``pip install "shapecheck[torch]"``): the linter never imports
-it. Shapes are jaxtyping annotations checked by beartype, once per call signature;
+Runtime half of shapecheck (``pip install "torch-shapecheck[torch]"``): the linter never
+imports it. Shapes are jaxtyping annotations checked by beartype, once per call signature;
 ``set_runtime_checks(False)`` turns the checks off (production, ``torch.compile``).
 """
+
+from shapecheck.extras import require_torch_extra
+
+require_torch_extra("shapecheck.reference")  # one line saying what to install, not a traceback
 
 from shapecheck.reference.attention import (
     MultiHeadAttention,

@@ -4,7 +4,7 @@ This module is the registry: a tensor op is registered once under its method nam
 ``torch.*`` spellings (the first argument is then the receiver); adding an op is one function
 in the module of its family, and every rule benefits. Anything not registered yields an
 unknown. The families: :mod:`.axes`, :mod:`.views`, :mod:`.arithmetic`, :mod:`.products`,
-:mod:`.attention`, :mod:`.masks`, :mod:`.constructors`, and :mod:`.einops`.
+:mod:`.reductions`, :mod:`.attention`, :mod:`.masks`, :mod:`.constructors`, and :mod:`.einops`.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from shapecheck.analysis.facts import (
     TensorFact,
     TupleFact,
     Unknown,
+    as_float,
 )
 from shapecheck.analysis.layout import Layout
 from shapecheck.analysis.observations import Observation
@@ -293,7 +294,7 @@ def number(fact: Fact) -> float | None:
     if isinstance(fact, ScalarFact):
         return fact.value
     if isinstance(fact, IntFact):
-        return float(fact.dim.value) if fact.dim.value is not None else None
+        return as_float(fact.dim.value) if fact.dim.value is not None else None
     return None
 
 
@@ -306,6 +307,7 @@ from shapecheck.analysis.ops import (  # noqa: E402
     einops,
     masks,
     products,
+    reductions,
     views,
 )
 
@@ -317,5 +319,6 @@ __all__ = [
     "einops",
     "masks",
     "products",
+    "reductions",
     "views",
 ]

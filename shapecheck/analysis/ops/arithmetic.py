@@ -230,6 +230,10 @@ def _tensor_arithmetic(
                 context.observe(WeightsScaled(tensor.origin, node))
             scaling = scaled(tensor, node, factor.power(-1) if factor and inverted else factor)
         fill = number if operator == "*" and isinstance(number, ScalarFact) else None
+        # a size only assumed (``t * 2`` where ``t`` is an unmodelled call's result) may be
+        # a tensor, onto whose unknown shape a 0-d tensor broadcasts
+        assumed = tensor.rank == 0 and isinstance(number, IntFact) and number.assumed
+        broadcast = {"shape": None, "layout": None, "scalar": None} if assumed else {}
         return flow(
             tensor,
             Family.SCALING,
@@ -237,6 +241,7 @@ def _tensor_arithmetic(
             scaling=scaling,
             fill=fill,
             masked_weights=None if operator == "/" else tensor.masked_weights,
+            **broadcast,
         )
     for constant, partner in ((left_tensor, right_tensor), (right_tensor, left_tensor)):
         if constant.from_number is not None and partner.from_number is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from shapecheck.analysis.dims import Dim
 from shapecheck.analysis.facts import (
     UNKNOWN,
     Fact,
@@ -31,30 +32,29 @@ from shapecheck.analysis.ops.masks import check_mask_axes, fill_problem
 @tensor_op(functions=functional_names("scaled_dot_product_attention"))
 def fused_attention(call: OpCall) -> Fact:
     """``softmax(q kᵀ / sqrt(d) + mask) v``: ``[..., Lq, d] -> [..., Lq, d_v]``; the layout of
-    the output depends on the backend, so it is unknown."""
+    the output depends on the backend, so it is unknown. Each of q, k, v has at least two axes
+    (PyTorch raises otherwise)."""
     query, key, value = call.receiver, call.tensor_arg(0, "key"), call.tensor_arg(1, "value")
+    queries, keys = _attention_shape(query), _attention_shape(key)
+    values = _attention_shape(value)
     mask = call.get(2, "attn_mask")
     if mask is not None:
         mask_tensor = as_tensor(mask[0])
-        if (
-            mask_tensor is not None
-            and key is not None
-            and query.shape is not None
-            and key.shape is not None
-            and len(key.shape) >= 2
-        ):
-            scores = (*query.shape[:-1], key.shape[-2])
+        if mask_tensor is not None and key is not None and queries and keys:
+            scores = (*queries[:-1], keys[-2])
             guess = query.guess or key.guess or mask_tensor.guess
             check_mask_axes(call.context, mask_tensor, scores, mask[1], guess)
     shape = None
-    if (
-        query.shape is not None
-        and value is not None
-        and value.shape is not None
-        and len(query.shape) == len(value.shape)
-    ):
-        shape = (*query.shape[:-1], value.shape[-1])
+    if queries and values and len(queries) == len(values):
+        shape = (*queries[:-1], values[-1])
     return new_tensor(shape, call.node, query, key, value, layout=None)
+
+
+def _attention_shape(tensor: TensorFact | None) -> tuple[Dim, ...] | None:
+    """The shape of a query, key or value, where it has the two axes attention needs."""
+    if tensor is None or tensor.shape is None or len(tensor.shape) < 2:
+        return None
+    return tensor.shape
 
 
 @module_op("torch.nn.MultiheadAttention")
@@ -136,6 +136,8 @@ def _softmax(
         probabilities=True,
         dtype=result_dtype,
         masked_with=scores.masked_with,
+        prefixed=scores.prefixed,
+        known_last=scores.known_last,
     )
 
 

@@ -8,6 +8,7 @@ import dataclasses
 from shapecheck.analysis.facts import (
     AxisOp,
     Fact,
+    PrefixedShape,
     TensorFact,
 )
 from shapecheck.analysis.lattice import Family, flow
@@ -45,19 +46,53 @@ def reorder(
     )
 
 
+def wrapped(axis: int, rank: int) -> int | None:
+    """``axis`` counted from the front, as PyTorch counts it; ``None`` out of range (PyTorch
+    raises IndexError). A 0-d tensor takes -1 and 0, as if it had one axis."""
+    bound = max(rank, 1)
+    return axis % bound if -bound <= axis < bound else None
+
+
 def swap(call: OpCall, first: int, second: int, name: str) -> TensorFact:
     split = _head_split(call, first, second)
     if split is not None:
         call = dataclasses.replace(call, receiver=split)
     rank = call.receiver.rank
     if rank is None:
+        return _tail_swap(call, first, second) or reorder(call, None, name)
+    a, b = wrapped(first, rank), wrapped(second, rank)
+    if a is None or b is None:
         return reorder(call, None, name)
-    if not (-rank <= first < rank and -rank <= second < rank):
-        return reorder(call, None, name)
+    if rank == 0:
+        return _unchanged(call)
     permutation = list(range(rank))
-    a, b = first % rank, second % rank
     permutation[a], permutation[b] = permutation[b], permutation[a]
     return reorder(call, permutation, name, swapped=(a, b))
+
+
+def _tail_swap(call: OpCall, first: int, second: int) -> TensorFact | None:
+    """``x.transpose(-2, -1)`` where only ``x``'s last axes are known (after a ``*batch``):
+    two of those swapped, counted from the end as the code counts them."""
+    split = call.receiver.prefixed
+    if split is None or not -len(split.tail) <= min(first, second) <= max(first, second) < 0:
+        return None
+    tail = list(split.tail)
+    tail[first], tail[second] = tail[second], tail[first]
+    return flow(
+        call.receiver,
+        Family.AXES,
+        shape=None,
+        layout=None,
+        origin=call.node,
+        axis_op=None,
+        prefixed=PrefixedShape(split.prefix, tuple(tail)),
+        known_last=tail[-1],
+    )
+
+
+def _unchanged(call: OpCall) -> TensorFact:
+    """A reordering of fewer than two axes: the tensor as it was."""
+    return flow(call.receiver, Family.SAME_VALUES, origin=call.node)
 
 
 def _head_split(call: OpCall, first: int, second: int) -> TensorFact | None:
@@ -90,22 +125,30 @@ def transpose(call: OpCall) -> Fact:
     first, second = call.int_arg(0, "dim0"), call.int_arg(1, "dim1")
     if first is None or second is None or len(call.args) > 2:
         return reorder(call, None, "transpose")  # numpy's transpose(*axes) is a permute
-    # transpose(-1, 3) does nothing only at rank 4: a rank known on one branch only, or
-    # guessed, is no proof
-    receiver = call.receiver
-    rank = None if receiver.uncertain or receiver.guess else receiver.rank
-    same = first == second or (rank is not None and first % rank == second % rank)
-    if same and isinstance(call.node, ast.Call):
+    if _swaps_with_itself(call.receiver, first, second) and isinstance(call.node, ast.Call):
         call.context.observe(
             NoOpAxisOp(call.node, call.anchor, (first, second), call.receiver_node)
         )
     return swap(call, first, second, "transpose")
 
 
+def _swaps_with_itself(receiver: TensorFact, first: int, second: int) -> bool:
+    """Does ``transpose(first, second)`` leave every axis in place? Not where an axis is out
+    of the rank's range (PyTorch raises). ``transpose(-1, 3)`` does so only at rank 4: a rank
+    known on one branch only, or guessed, is no proof."""
+    rank = receiver.rank
+    if rank is None:
+        return first == second
+    a, b = wrapped(first, rank), wrapped(second, rank)
+    if a is None or b is None:
+        return False
+    return first == second or (not receiver.uncertain and not receiver.guess and a == b)
+
+
 @tensor_op("t", functions=torch_names("t"))
 def matrix_transpose(call: OpCall) -> Fact:
     if call.receiver.rank is not None and call.receiver.rank < 2:
-        return flow(call.receiver, Family.SAME_VALUES, origin=call.node)
+        return _unchanged(call)
     return swap(call, 0, 1, "t")
 
 
@@ -124,12 +167,18 @@ def last_two_swapped(call: OpCall) -> TensorFact:
 def permute(call: OpCall) -> Fact:
     axes = call.int_list(0)
     rank = call.receiver.rank
-    if axes and axes == list(range(len(axes))) and isinstance(call.node, ast.Call):
+    if axes is not None and _keeps_every_axis(axes, rank) and isinstance(call.node, ast.Call):
         call.context.observe(NoOpAxisOp(call.node, call.anchor, tuple(axes), call.receiver_node))
     if axes is None or rank is None or len(axes) != rank:
         return reorder(call, None, "permute")
-    normalised = [axis % rank for axis in axes]
+    normalised = [axis % rank for axis in axes if -rank <= axis < rank]
     return reorder(call, normalised if sorted(normalised) == list(range(rank)) else None, "permute")
+
+
+def _keeps_every_axis(axes: list[int], rank: int | None) -> bool:
+    """An identity order; of another length than the rank, it raises instead of doing
+    nothing."""
+    return axes == list(range(len(axes))) and rank in (None, len(axes))
 
 
 @tensor_op("movedim", "moveaxis", functions=torch_names("movedim", "moveaxis"))
@@ -138,7 +187,11 @@ def movedim(call: OpCall) -> Fact:
     rank = call.receiver.rank
     if source is None or destination is None or rank is None:
         return reorder(call, None, "movedim")
+    start, end = wrapped(source, rank), wrapped(destination, rank)
+    if start is None or end is None:
+        return reorder(call, None, "movedim")
+    if rank == 0:
+        return _unchanged(call)
     order = list(range(rank))
-    moved = order.pop(source % rank)
-    order.insert(destination % rank, moved)
+    order.insert(end, order.pop(start))
     return reorder(call, order, "movedim")

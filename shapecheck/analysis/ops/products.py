@@ -10,6 +10,7 @@ from shapecheck.analysis.facts import (
     NORMS,
     UNKNOWN,
     Fact,
+    PrefixedShape,
     Product,
     ScaleEvidence,
     TensorFact,
@@ -48,6 +49,8 @@ def matrix_product(
     right_node: ast.expr,
 ) -> TensorFact:
     """``left @ right`` with PyTorch's batching rules, recording what it contracts."""
+    if left.rank == 0 or right.rank == 0:
+        return new_tensor(None, node, left, right, scaling=None)  # PyTorch raises
     shape: tuple[Dim, ...] | None = None
     if (
         left.shape is not None
@@ -68,7 +71,36 @@ def matrix_product(
         context.observe(LinearWeightProduct(product))
     if left.masked_weights is not None:
         context.observe(MaskAfterSoftmax(left.masked_weights))
-    return new_tensor(shape, node, left, right, scaling=scaling, product=product)
+    prefixed = _prefixed_product(left, right) if shape is None else None
+    return new_tensor(
+        shape,
+        node,
+        left,
+        right,
+        scaling=scaling,
+        product=product,
+        prefixed=prefixed,
+        known_last=prefixed.tail[-1] if prefixed else None,
+    )
+
+
+def _prefixed_product(left: TensorFact, right: TensorFact) -> PrefixedShape | None:
+    """The last axes of ``left @ right`` where an operand is known only by its last axes after
+    a prefix (a ``*batch``): both after the same prefix, or one a matrix."""
+    first = left.prefixed if left.shape is None else None
+    second = right.prefixed if right.shape is None else None
+    if first is not None and second is not None:
+        if first.prefix != second.prefix or len(first.tail) != len(second.tail):
+            return None
+        if len(first.tail) < 2:
+            return None
+        batch = broadcast_shapes(first.tail[:-2], second.tail[:-2]) or ()
+        return PrefixedShape(first.prefix, (*batch, first.tail[-2], second.tail[-1]))
+    if first is not None and first.tail and right.shape is not None and len(right.shape) == 2:
+        return PrefixedShape(first.prefix, (*first.tail[:-1], right.shape[-1]))
+    if second is not None and len(second.tail) >= 2 and left.shape and len(left.shape) == 2:
+        return PrefixedShape(second.prefix, (*second.tail[:-2], left.shape[-2], second.tail[-1]))
+    return None
 
 
 def _joint_scaling(left: TensorFact, right: TensorFact) -> tuple[ScaleEvidence, ...] | None:
@@ -149,16 +181,19 @@ def contraction(call: OpCall, parsed: EinsumAxes, first: Argument, second: Argum
     """Two operands contracted as an einsum equation says; a product of attention scores
     where one axis is summed over."""
     operands, output = parsed
-    left, right = as_tensor(first[0]), as_tensor(second[0])
-    if len(operands) != 2 or left is None or right is None:
+    given_left, given_right = as_tensor(first[0]), as_tensor(second[0])
+    if len(operands) != 2 or given_left is None or given_right is None:
         return TensorFact(origin=call.node, scaling=None)
     left_letters, right_letters = operands
+    left, right = _read_as(given_left, left_letters), _read_as(given_right, right_letters)
+    if left is None or right is None:
+        return TensorFact(origin=call.node, scaling=None)  # PyTorch raises
     contracted = [
         letter for letter in left_letters if letter in right_letters and letter not in output
     ]
     letter_sizes: dict[str, Dim] = {}
     for letters, tensor in ((left_letters, left), (right_letters, right)):
-        if tensor.shape is not None and len(tensor.shape) == len(letters):
+        if tensor.shape is not None:
             for letter, dim in zip(letters, tensor.shape, strict=True):
                 seen = letter_sizes.setdefault(letter, dim)
                 if provably_different(seen, dim):
@@ -191,6 +226,17 @@ def contraction(call: OpCall, parsed: EinsumAxes, first: Argument, second: Argum
         key_size,
     )
     return new_tensor(shape, call.node, left, right, scaling=scaling, product=product)
+
+
+def _read_as(tensor: TensorFact, letters: list[str]) -> TensorFact | None:
+    """An operand as an einsum reads it, one letter per axis: ``None`` where its rank is
+    known to be another (PyTorch raises); a rank guessed, or known on some paths only, is
+    forgotten (the letters tell better)."""
+    if tensor.rank is None or tensor.rank == len(letters):
+        return tensor
+    if tensor.guess or tensor.uncertain:
+        return replace(tensor, shape=None, layout=None)
+    return None
 
 
 def _mixed_scores(

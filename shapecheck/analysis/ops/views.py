@@ -394,7 +394,7 @@ def _pieces(call: OpCall, count: int | None, axis: int | None, piece_size: Dim |
     if count is None:
         return UNKNOWN
     if receiver.shape is None or axis is None:
-        return TupleFact(tuple(unknown_shape(call) for _ in range(count)))
+        return _alike(unknown_shape(call), count)
     position = receiver.normalise_axis(axis)
     if position is None:
         return UNKNOWN
@@ -402,6 +402,17 @@ def _pieces(call: OpCall, count: int | None, axis: int | None, piece_size: Dim |
     shape = (*receiver.shape[:position], size, *receiver.shape[position + 1 :])
     # a piece keeps the memory order of its source (a gap never makes a view legal)
     piece = flow(receiver, Family.VIEW, shape=shape, layout=receiver.layout, origin=call.node)
+    return _alike(piece, count)
+
+
+_MOST_PIECES = 1024
+"""More pieces than any code unpacks by name: beyond it, a sequence of unknown length."""
+
+
+def _alike(piece: Fact, count: int) -> Fact:
+    """``count`` pieces that are all ``piece`` (``chunk(10**9)`` must not fill the memory)."""
+    if count > _MOST_PIECES:
+        return RepeatedFact(piece)
     return TupleFact(tuple(piece for _ in range(count)))
 
 
@@ -469,7 +480,7 @@ def unbind(call: OpCall) -> Fact:
         layout=layout.with_axis_removed(position) if layout else None,
         origin=call.node,
     )
-    return TupleFact(tuple(piece for _ in range(count)))
+    return _alike(piece, count)
 
 
 @function_op(*torch_names("cat", "concat", "concatenate", "stack"))
