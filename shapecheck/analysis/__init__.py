@@ -300,7 +300,7 @@ def analyse(module: ast.Module, text: str, *, shapes: bool = True) -> ModuleAnal
     imports = collect_imports(module)
     if not uses_torch(imports):
         return ModuleAnalysis(module, text, [], imports)
-    context = ModuleContext(imports, shapes=shapes)
+    context = ModuleContext(imports, shapes=shapes, rebinds="nonlocal" in text)
     top_definitions = list(definitions(module.body))
     for definition in top_definitions:
         if isinstance(definition, FunctionNode):

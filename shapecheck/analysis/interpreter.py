@@ -111,6 +111,8 @@ class ModuleContext:
 
     imports: dict[str, str]
     shapes: bool = True
+    rebinds: bool = True
+    """Whether the module has a ``nonlocal`` statement at all (most have none: no walk)."""
     functions: dict[str, FunctionNode] = field(default_factory=dict)
     classes: dict[str, ClassModel] = field(default_factory=dict)
     call_sites: dict[FunctionNode, list[dict[str, Fact] | None]] = field(default_factory=dict)
@@ -131,6 +133,8 @@ class ModuleContext:
     def rebound_elsewhere(self, function: FunctionNode) -> frozenset[str]:
         """Names of ``function`` that a nested function may rebind (``nonlocal y``): any call
         may change them. Found once per function, however often it is followed."""
+        if not self.rebinds:
+            return frozenset()
         names = self.rebound_names.get(function)
         if names is None:
             names = frozenset(
@@ -151,6 +155,9 @@ class ModuleContext:
         its code mentions, and the tensor a shape prefix among them is read from again. Only
         that is copied: the whole scope, copied into every function, costs the square of the
         module's size."""
+        lines = (function.end_lineno or function.lineno) - function.lineno + 1
+        if len(scope) <= _NAMES_PER_LINE * lines:
+            return dict(scope)  # cheaper than finding what the function mentions
         names = self.read_names.get(function)
         if names is None:
             names = tuple(dict.fromkeys(_mentioned(function)))
@@ -1343,6 +1350,12 @@ def _within(node: ast.expr, function: FunctionNode) -> bool:
     """Is ``node`` written inside ``function``'s body?"""
     end = function.end_lineno or function.lineno
     return function.lineno <= node.lineno <= end
+
+
+_NAMES_PER_LINE = 8
+"""A scope of up to this many names per line of the function is copied whole: the copy costs
+less than a walk of the function for the names it mentions. Either way a function costs the
+smaller of its own size and the scope's, so thousands of functions still cost linear time."""
 
 
 def _mentioned(function: FunctionNode) -> Iterator[str]:
