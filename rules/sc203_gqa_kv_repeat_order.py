@@ -3,17 +3,12 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterator
-from functools import partial
-from typing import TYPE_CHECKING
 
 from shapecheck.analysis import ModuleAnalysis, argument
 from shapecheck.analysis.facts import TensorFact, Tiling
 from shapecheck.analysis.observations import AttentionScores
-from shapecheck.fixes import Fix
+from shapecheck.fixes import interleaving
 from shapecheck.rule import Rule, Violation, assuming
-
-if TYPE_CHECKING:
-    from shapecheck.concrete import ConcreteTree
 
 
 class GqaKvRepeatOrder(Rule):
@@ -91,7 +86,7 @@ class GqaKvRepeatOrder(Rule):
                 "query head i reads kv head i % kv_heads, where grouped-query attention "
                 "needs i // n_rep; use "
                 f"`repeat_interleave(..., dim={tiling.axis})`" + assuming(tiling.guess),
-                fix=partial(_interleaved, tiling) if _rewritable(tiling) else None,
+                fix=interleaving(tiling, "repeat each kv head in place"),
             )
 
 
@@ -114,31 +109,3 @@ def _mismatched_tiling(queries: TensorFact, keys: TensorFact) -> Tiling | None:
     if mine is not None and mine.axis - mine.rank == -3 and mine.copies == tiling.copies:
         return None  # tiled alike: each query head still meets its own keys
     return tiling
-
-
-def _rewritable(tiling: Tiling) -> bool:
-    """``k.repeat(1, n, 1, 1)`` written out: one count per axis, nothing spliced."""
-    call = tiling.by
-    return (
-        isinstance(call, ast.Call)
-        and isinstance(call.func, ast.Attribute)
-        and call.func.attr == "repeat"
-        and len(call.args) == tiling.rank
-        and not call.keywords
-        and not any(isinstance(count, ast.Starred) for count in call.args)
-    )
-
-
-def _interleaved(tiling: Tiling, tree: ConcreteTree) -> Fix | None:
-    """``k.repeat(1, n, 1, 1)`` -> ``k.repeat_interleave(n, dim=1)``."""
-    from shapecheck.concrete import atom, code
-
-    call = tiling.by
-    assert isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
-    written = tree.node(call)
-    receiver = tree.node(call.func.value)
-    copies = tree.node(call.args[tiling.axis])
-    if written is None or receiver is None or copies is None:
-        return None
-    content = f"{atom(receiver)}.repeat_interleave({code(copies)}, dim={tiling.axis})"
-    return Fix("repeat each kv head in place", ((written, content),), safe=False)

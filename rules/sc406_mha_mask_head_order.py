@@ -2,16 +2,11 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
-from functools import partial
-from typing import TYPE_CHECKING
 
 from shapecheck.analysis import ModuleAnalysis, argument
-from shapecheck.analysis.facts import TensorFact, Tiling
-from shapecheck.fixes import Fix
+from shapecheck.analysis.facts import TensorFact
+from shapecheck.fixes import interleaving
 from shapecheck.rule import Rule, Violation, assuming
-
-if TYPE_CHECKING:
-    from shapecheck.concrete import ConcreteTree
 
 
 class MhaMaskHeadOrder(Rule):
@@ -74,31 +69,5 @@ class MhaMaskHeadOrder(Rule):
                 "per head (head-major), but nn.MultiheadAttention reads entry "
                 "`b * num_heads + h`: each sample gets another sample's mask; use "
                 "`repeat_interleave(num_heads, dim=0)`" + assuming(tiling.guess),
-                fix=partial(_interleaved, tiling) if _rewritable(tiling) else None,
+                fix=interleaving(tiling, "repeat each sample's mask in place"),
             )
-
-
-def _rewritable(tiling: Tiling) -> bool:
-    """``mask.repeat(n, 1, 1)``: three counts, written out, nothing spliced."""
-    call = tiling.by
-    return (
-        isinstance(call, ast.Call)
-        and isinstance(call.func, ast.Attribute)
-        and call.func.attr == "repeat"
-        and len(call.args) == 3
-        and not call.keywords
-        and not any(isinstance(count, ast.Starred) for count in call.args)
-    )
-
-
-def _interleaved(tiling: Tiling, tree: ConcreteTree) -> Fix | None:
-    """``mask.repeat(H, 1, 1)`` -> ``mask.repeat_interleave(H, dim=0)``."""
-    from shapecheck.concrete import atom, code
-
-    call = tiling.by
-    assert isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
-    written, receiver, heads = tree.node(call), tree.node(call.func.value), tree.node(call.args[0])
-    if written is None or receiver is None or heads is None:
-        return None
-    content = f"{atom(receiver)}.repeat_interleave({code(heads)}, dim=0)"
-    return Fix("repeat each sample's mask in place", ((written, content),), safe=False)

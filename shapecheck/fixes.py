@@ -17,13 +17,16 @@ numbers on purpose (a silent bug mended), so users opt in.
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import libcst as cst
 
+    from shapecheck.analysis.facts import Tiling
     from shapecheck.concrete import ConcreteTree
 
 
@@ -57,3 +60,32 @@ def inverse(order: tuple[int, ...]) -> tuple[int, ...]:
     for position, axis in enumerate(order):
         result[axis] = position
     return tuple(result)
+
+
+def interleaving(tiling: Tiling, description: str) -> FixRecipe | None:
+    """``x.repeat(1, n, 1, 1)`` -> ``x.repeat_interleave(n, dim=1)``: each entry repeated in
+    place instead of whole copies, where the tiling is a ``repeat`` with one count per axis
+    written out (a ``tile``, or counts spliced in, is left to the author)."""
+    call = tiling.by
+    written_out = (
+        isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and call.func.attr == "repeat"
+        and len(call.args) == tiling.rank
+        and not call.keywords
+        and not any(isinstance(count, ast.Starred) for count in call.args)
+    )
+    return partial(_interleaved, tiling, description) if written_out else None
+
+
+def _interleaved(tiling: Tiling, description: str, tree: ConcreteTree) -> Fix | None:
+    from shapecheck.concrete import atom, code  # libcst loads only when a fix is written
+
+    call = tiling.by
+    assert isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+    written, receiver = tree.node(call), tree.node(call.func.value)
+    copies = tree.node(call.args[tiling.axis])
+    if written is None or receiver is None or copies is None:
+        return None
+    content = f"{atom(receiver)}.repeat_interleave({code(copies)}, dim={tiling.axis})"
+    return Fix(description, ((written, content),), safe=False)
