@@ -78,11 +78,13 @@ class DropoutInEval(Rule):
 
     def check(self, analysis: ModuleAnalysis) -> Iterator[Violation]:
         for call in analysis.calls_to(*_DROPOUTS):
-            given = argument(call, 2, "training") is not None
+            # cheapest test first: most code passes training, or a rate of its own choosing
             rate = argument(call, 1, "p")
-            if given or not _in_module_method(analysis, call) or _stays_off(analysis, call):
+            if argument(call, 2, "training") is not None:
                 continue
             if rate is not None and not _may_drop(analysis, call, rate):
+                continue
+            if not _in_module_method(analysis, call) or _stays_off(analysis, call):
                 continue
             yield Violation(
                 call.func,
@@ -93,9 +95,9 @@ class DropoutInEval(Rule):
         for call in analysis.calls_to(*_KERNELS):
             name = analysis.imported_name(call.func) or ""
             rate = argument(call, _KERNELS[name], "dropout_p")
-            if rate is None or not _in_module_method(analysis, call):
+            if rate is None or not _may_drop(analysis, call, rate):
                 continue
-            if _stays_off(analysis, call) or not _may_drop(analysis, call, rate):
+            if not _in_module_method(analysis, call) or _stays_off(analysis, call):
                 continue
             yield Violation(
                 rate,
