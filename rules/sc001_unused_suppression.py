@@ -54,8 +54,10 @@ class UnusedSuppression(SuppressionRule):
     never touched.
 
     ## Runtime evidence
-    None: what this rule reports is a comment, which PyTorch never runs. Whether a code is
-    reported on a line is the other rules' business, and their fixtures prove it.
+    What this rule reports is a comment, which PyTorch never runs; what it runs is the code
+    under it. Under a stale suppression that code is right: it matches the reference (a
+    `.reshape` under `# noqa: SC101`, a scaled product under `ignore[SC301]`). Under a
+    suppression in use it raises or differs, and SC001 stays quiet (fixtures/SC001_*.py).
     """
 
     code = "SC001"

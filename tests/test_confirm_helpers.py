@@ -191,6 +191,20 @@ def test_a_repair_that_keeps_results_fails_when_the_numbers_move() -> None:
         differs(same, ONES, expected=ONES)
 
 
+def test_a_matching_case_whose_repair_keeps_results_must_stay_the_same() -> None:
+    """A stale suppression removed: the case matched, and must compute what it computed."""
+    with judging_fixed({"same": Repair(True, UNFIXED)}):
+        [outcome] = _recorded(lambda: matches(same, ONES, expected=ONES))
+    assert outcome.kind == "same"
+    moved = types.ModuleType("unfixed")
+    moved.same = shifted  # type: ignore[attr-defined]
+    with (
+        judging_fixed({"same": Repair(True, moved)}),
+        pytest.raises(AssertionError, match=r"fixed same differs from the unfixed case by 0\.5"),
+    ):
+        matches(same, ONES, expected=ONES)
+
+
 def test_a_mended_case_must_match_the_reference() -> None:
     with judging_fixed({"shifted": Repair(False, UNFIXED)}), pytest.raises(AssertionError):
         differs(shifted, ONES, expected=ONES)

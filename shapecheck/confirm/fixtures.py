@@ -16,6 +16,7 @@ from pathlib import Path
 from types import ModuleType
 
 from shapecheck.confirm import Outcome, Repair, judging_fixed, load_fixture, run_fixture
+from shapecheck.selection import COMMENT_FAMILY
 
 SHIPPED_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 """Where an installed package keeps its fixtures (pyproject.toml ships them there)."""
@@ -85,9 +86,11 @@ class LineVerdict:
     def runtime_agrees(self) -> bool:
         if self.outcome is None:
             return False
-        if self.bad:
-            return self.outcome.kind in ("raises", "differs", "allocates")
-        return self.outcome.kind == "matches"
+        wrong = self.outcome.kind in ("raises", "differs", "allocates")
+        if self.code.startswith(COMMENT_FAMILY):
+            # a suppression is stale where the code under it is right, used where it is not
+            return self.outcome.kind == "matches" if self.bad else wrong
+        return wrong if self.bad else self.outcome.kind == "matches"
 
 
 @dataclass(frozen=True)
