@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from shapecheck.analysis import ModuleAnalysis, argument
+from shapecheck.analysis import ModuleAnalysis
 from shapecheck.analysis.facts import TensorFact
 from shapecheck.rule import Rule, Violation
 
@@ -45,18 +45,9 @@ class SdpaMaskPolarity(Rule):
     summary = "boolean mask of the wrong polarity for SDPA (True = attend) or nn.MultiheadAttention"
 
     def check(self, analysis: ModuleAnalysis) -> Iterator[Violation]:
-        masks = [
-            (mask, "attend", "F.scaled_dot_product_attention")
-            for call in analysis.calls_to("torch.nn.functional.scaled_dot_product_attention")
-            if (mask := argument(call, 3, "attn_mask")) is not None
-        ]
-        masks += [
-            (mask, "block", "nn.MultiheadAttention")
-            for call in analysis.module_calls("torch.nn.MultiheadAttention")
-            for position, keyword in ((3, "key_padding_mask"), (5, "attn_mask"))
-            if (mask := argument(call, position, keyword)) is not None
-        ]
-        for mask, expected, api in masks:
+        for mask, api, _ in analysis.attention_masks():
+            # SDPA reads True as "attend", nn.MultiheadAttention as "blocked"
+            expected = "attend" if api.startswith("F.") else "block"
             fact = analysis.fact(mask)
             if not isinstance(fact, TensorFact) or fact.dtype != "bool":
                 continue

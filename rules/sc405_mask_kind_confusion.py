@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from shapecheck.analysis import ModuleAnalysis, argument
+from shapecheck.analysis import ModuleAnalysis
 from shapecheck.analysis.facts import TensorFact
 from shapecheck.rule import Rule, Violation
 
@@ -45,17 +45,9 @@ class MaskKindConfusion(Rule):
     summary = "0/1 float mask given where a float mask is added to the scores"
 
     def check(self, analysis: ModuleAnalysis) -> Iterator[Violation]:
-        masks = [
-            (mask, "F.scaled_dot_product_attention")
-            for call in analysis.calls_to("torch.nn.functional.scaled_dot_product_attention")
-            if (mask := argument(call, 3, "attn_mask")) is not None
-        ]
-        masks += [
-            (mask, "nn.MultiheadAttention")
-            for call in analysis.module_calls("torch.nn.MultiheadAttention")
-            if (mask := argument(call, 5, "attn_mask")) is not None
-        ]
-        for mask, api in masks:
+        for mask, api, parameter in analysis.attention_masks():
+            if parameter != "attn_mask":
+                continue  # a key-padding mask is boolean or additive to its module already
             fact = analysis.fact(mask)
             if not isinstance(fact, TensorFact) or fact.polarity is None:
                 continue

@@ -99,6 +99,17 @@ class ModuleAnalysis:
         calls = [call for name in names for call in self._calls.get((callee, name), ())]
         return iter(sorted(calls, key=lambda call: (call.lineno, call.col_offset)))
 
+    def attention_masks(self) -> Iterator[tuple[ast.expr, str, str]]:
+        """Every mask given to PyTorch's attention, as ``(mask, api, parameter)``: SDPA's
+        ``attn_mask``, nn.MultiheadAttention's ``key_padding_mask`` and ``attn_mask``."""
+        for call in self.calls_to("torch.nn.functional.scaled_dot_product_attention"):
+            if (mask := argument(call, 3, "attn_mask")) is not None:
+                yield mask, "F.scaled_dot_product_attention", "attn_mask"
+        for call in self.module_calls("torch.nn.MultiheadAttention"):
+            for position, keyword in ((3, "key_padding_mask"), (5, "attn_mask")):
+                if (mask := argument(call, position, keyword)) is not None:
+                    yield mask, "nn.MultiheadAttention", keyword
+
     def observations(
         self, kind: type[ObservationT], within: FunctionNode | None = None
     ) -> Iterator[ObservationT]:
