@@ -19,6 +19,7 @@ from shapecheck.confirm import (
     Repair,
     allocates,
     differs,
+    discards_weights,
     judging_fixed,
     matches,
     raises,
@@ -43,6 +44,26 @@ def crashes(x: torch.Tensor) -> torch.Tensor:
 
 def builds_a_constant(x: torch.Tensor) -> torch.Tensor:
     return x * torch.tensor(2.0)
+
+
+MULTIHEAD_FORWARD = torch.nn.MultiheadAttention.forward
+ATTENTION = torch.nn.MultiheadAttention(4, 2, batch_first=True)
+TOKENS = torch.randn(1, 3, 4)
+ATTENDED = ATTENTION(TOKENS, TOKENS, TOKENS, need_weights=False)[0].detach()
+
+
+def drops_weights(x: torch.Tensor) -> torch.Tensor:
+    out, _ = ATTENTION(x, x, x)
+    return out.detach()
+
+
+def asks_for_none(x: torch.Tensor) -> torch.Tensor:
+    return ATTENTION(x, x, x, need_weights=False)[0].detach()
+
+
+def reads_weights(x: torch.Tensor) -> torch.Tensor:
+    out, weights = ATTENTION(x, x, x)
+    return (out + 0 * weights.sum()).detach()
 
 
 def _recorded(call: Callable[[], Any]) -> list[Outcome]:
@@ -167,6 +188,43 @@ def test_allocates_restores_torch_tensor() -> None:
     with pytest.raises(RuntimeError):
         allocates(crashes, ONES)
     assert torch.tensor is original
+
+
+# --- discards_weights -----------------------------------------------------------------------
+
+
+def test_discards_weights_records_the_call_that_made_them() -> None:
+    [outcome] = _recorded(lambda: discards_weights(drops_weights, TOKENS, expected=ATTENDED))
+    assert outcome.kind == "allocates"
+    assert outcome.detail == "allocates [1, 3, 3] attention weights per call, never read"
+    assert outcome.first_line == outcome.last_line == drops_weights.__code__.co_firstlineno + 1
+
+
+def test_discards_weights_fails_when_no_weights_are_made() -> None:
+    with pytest.raises(AssertionError, match="asks_for_none computed no attention weights"):
+        discards_weights(asks_for_none, TOKENS, expected=ATTENDED)
+
+
+def test_discards_weights_fails_when_the_weights_are_read() -> None:
+    with pytest.raises(AssertionError, match="reads_weights uses its attention weights"):
+        discards_weights(reads_weights, TOKENS, expected=ATTENDED)
+    assert torch.nn.MultiheadAttention.forward is MULTIHEAD_FORWARD
+
+
+def test_discards_weights_fails_when_the_output_is_wrong() -> None:
+    with pytest.raises(AssertionError, match="differs from the reference"):
+        discards_weights(drops_weights, TOKENS, expected=ATTENDED + 1)
+
+
+def test_a_fixed_call_must_make_no_weights() -> None:
+    with (
+        judging_fixed({"drops_weights": Repair(False, UNFIXED)}),
+        pytest.raises(AssertionError, match="fixed drops_weights still computes attention weights"),
+    ):
+        discards_weights(drops_weights, TOKENS, expected=ATTENDED)
+    with judging_fixed({"asks_for_none": Repair(False, UNFIXED)}):
+        [outcome] = _recorded(lambda: discards_weights(asks_for_none, TOKENS, expected=ATTENDED))
+    assert outcome.kind == "matches"
 
 
 # --- a fixed case ----------------------------------------------------------------------------

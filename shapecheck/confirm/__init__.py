@@ -4,7 +4,8 @@ Runtime half of shapecheck (needs the ``torch`` extra); the linter never imports
 
 A fixture's ``run(device)`` calls one helper per case — a function or ``nn.Module`` that holds
 the bad or look-alike line (``allocates`` proves a hygiene problem: tensors built from
-Python numbers at every call)::
+Python numbers at every call; ``discards_weights`` proves attention weights computed only to
+be thrown away)::
 
     raises(merge_heads_view, scores, match="view size is not compatible")
     differs(UnscaledAttention(E, H), x, expected=reference(x))
@@ -244,6 +245,73 @@ def allocates(case: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
             detail = f"{count} torch.tensor(<number>) per call"
             _recorded.append(Outcome(_name(case), path, line, line, "allocates", detail))
     return len(built)
+
+
+def discards_weights(
+    case: Callable[..., Any], *args: Any, expected: Any, atol: float = 1e-5, **kwargs: Any
+) -> int:
+    """Call ``case``; an ``nn.MultiheadAttention`` inside it must compute and return attention
+    weights that the case throws away — the waste SC603 names. Shown in two runs: the first
+    records each call that returned weights; the second forces ``need_weights=False`` on every
+    call, so no weights exist, and the output must still equal ``expected`` (as the first
+    run's must). A case that reads the weights fails the second run. The outcome covers only
+    the lines that made those calls. A repaired case must return no weights and match."""
+    import torch
+
+    calls: list[tuple[str, int, tuple[int, ...]]] = []
+    original = torch.nn.MultiheadAttention.forward
+    inside = str(Path(torch.__file__).parent)
+
+    def recording_weights(module: Any, *inputs: Any, **options: Any) -> Any:
+        out, weights = original(module, *inputs, **options)
+        if weights is not None:
+            caller = sys._getframe(1)
+            while caller.f_back is not None and caller.f_code.co_filename.startswith(inside):
+                caller = caller.f_back  # nn.Module.__call__ and its hooks
+            calls.append((caller.f_code.co_filename, caller.f_lineno, tuple(weights.shape)))
+        return out, weights
+
+    def without_weights(module: Any, *inputs: Any, **options: Any) -> Any:
+        if len(inputs) > 4:  # query, key, value, key_padding_mask, need_weights, ...
+            inputs = (*inputs[:4], False, *inputs[5:])
+        else:
+            options["need_weights"] = False
+        return original(module, *inputs, **options)
+
+    torch.nn.MultiheadAttention.forward = recording_weights  # type: ignore[method-assign]
+    try:
+        actual = case(*args, **kwargs)
+    finally:
+        torch.nn.MultiheadAttention.forward = original  # type: ignore[method-assign]
+    _require_finite(case, "the output", actual)
+    gap = _max_gap(case, actual, expected)
+    if not gap <= atol:
+        raise AssertionError(f"{_name(case)} differs from the reference (max gap {gap:.3g})")
+    if _repairs.get(_name(case)) is not None:
+        if calls:
+            raise AssertionError(f"fixed {_name(case)} still computes attention weights")
+        _record(case, "matches", f"max |actual - expected| = {gap:.3g}", gap)
+        return 0
+    if not calls:
+        raise AssertionError(f"{_name(case)} computed no attention weights")
+    torch.nn.MultiheadAttention.forward = without_weights  # type: ignore[method-assign]
+    try:
+        unweighted = case(*args, **kwargs)
+    except (TypeError, AttributeError) as error:  # ``None`` where the weights were: read
+        raise AssertionError(f"{_name(case)} uses its attention weights: {error}") from error
+    finally:
+        torch.nn.MultiheadAttention.forward = original  # type: ignore[method-assign]
+    without = _max_gap(case, unweighted, expected)
+    if not without <= atol:
+        raise AssertionError(
+            f"{_name(case)} computes something else without its weights (gap {without:.3g})"
+        )
+    if _recorded is not None:
+        for filename, line, shape in dict.fromkeys(calls):
+            path = str(Path(filename).resolve())
+            detail = f"allocates {list(shape)} attention weights per call, never read"
+            _recorded.append(Outcome(_name(case), path, line, line, "allocates", detail))
+    return len(calls)
 
 
 def _same_as_unfixed(
