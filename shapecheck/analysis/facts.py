@@ -156,6 +156,23 @@ class Tiling:
 
 
 @dataclass(frozen=True)
+class HeadsAxis:
+    """Axis ``axis`` counts groups of the features, split off them by a view: ``[B, L, H*D]``
+    viewed as ``[B, L, H, D]`` makes axis 2 the heads, whatever its size. It moves with
+    ``transpose``/``permute``; attention kernels want it at a fixed place (SDPA's ``[B, H, L,
+    D]``, flash-attn's ``[B, L, H, D]``)."""
+
+    axis: int
+    """Counted from the front where ``rank`` is known, else from the end (``-2``)."""
+    rank: int | None
+    by: ast.AST = field(compare=False)
+    """The view that split the features (for messages)."""
+
+    def from_end(self) -> int:
+        return self.axis - self.rank if self.rank is not None else self.axis
+
+
+@dataclass(frozen=True)
 class SizeFact(Fact):
     """A tuple of sizes: ``x.shape``, ``x.size()``, ``(B, L, H, D)``."""
 
@@ -345,6 +362,9 @@ class TensorFact(Fact):
     """While the rank is unknown: the shape as another tensor's leading sizes and a tail."""
     tiled: Tiling | None = None
     """An axis that holds whole copies one after another (see :class:`Tiling`)."""
+    heads: HeadsAxis | None = None
+    """An axis split off the features that counts heads, not positions (see
+    :class:`HeadsAxis`)."""
 
     @property
     def is_scores(self) -> bool:

@@ -50,26 +50,37 @@ def collect_imports(module: ast.Module) -> dict[str, str]:
     ``F -> torch.nn.functional``; ``import torch.nn`` binds ``torch -> torch``;
     ``from torch import nn, matmul`` binds ``nn -> torch.nn`` and ``matmul -> torch.matmul``.
     Relative and star imports bind nothing. Only statements are walked, never expressions.
+    A fallback in an ``except`` handler (``except ImportError: from .reference import
+    flash_attention as flash_attn_func``) stands in for the import its ``try`` attempted, so
+    a name the ``try`` bound keeps that meaning.
     """
     aliases: dict[str, str] = {}
-    for statement in _statements(module.body):
+    for statement, fallback in _statements(module.body):
+        bound: list[tuple[str, str]] = []
         if isinstance(statement, ast.Import):
             for alias in statement.names:
                 top = alias.name.split(".")[0]
-                aliases[alias.asname or top] = alias.name if alias.asname else top
+                bound.append((alias.asname or top, alias.name if alias.asname else top))
         elif isinstance(statement, ast.ImportFrom) and not statement.level and statement.module:
             for alias in statement.names:
                 if alias.name != "*":
-                    aliases[alias.asname or alias.name] = f"{statement.module}.{alias.name}"
+                    bound.append((alias.asname or alias.name, f"{statement.module}.{alias.name}"))
+        for name, imported in bound:
+            if fallback:
+                aliases.setdefault(name, imported)
+            else:
+                aliases[name] = imported
     return aliases
 
 
-def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
-    """Every statement of ``body`` and of the blocks inside it, functions and classes too."""
+def _statements(body: list[ast.stmt], fallback: bool = False) -> Iterator[tuple[ast.stmt, bool]]:
+    """Every statement of ``body`` and of the blocks inside it, functions and classes too,
+    each with whether it sits in an ``except`` handler."""
     for statement in body:
-        yield statement
+        yield statement, fallback
+        handlers = [handler.body for handler in getattr(statement, "handlers", ())]
         for block in nested_blocks(statement):
-            yield from _statements(block)
+            yield from _statements(block, fallback or any(block is h for h in handlers))
 
 
 def nested_blocks(statement: ast.stmt) -> Iterator[list[ast.stmt]]:

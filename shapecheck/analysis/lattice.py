@@ -114,6 +114,7 @@ FLOWS: dict[str, dict[Family, Flow]] = {
     "guess": _flows(K, K, K, K, K, K, K),
     "prefixed": _flows(F, F, K, K, K, K, K),
     "tiled": _flows(F, F, K, K, K, K, K),
+    "heads": _flows(F, F, K, K, K, K, K),
 }
 """How each field passes through each family. ``unknown_rank`` is kept, and set by
 :func:`flow` where an op loses the rank; ``uncertain`` always flows on."""
@@ -217,6 +218,7 @@ MERGES: dict[str, tuple[Merge, str]] = {
     "guess": (_either, "a guess on either branch"),
     "prefixed": (_agree, "the same prefix and tail on both branches"),
     "tiled": (_either, "tiled on either branch (`if mask is not None: mask = mask.repeat(...)`)"),
+    "heads": (_agree, "where both branches split the features alike"),
 }
 """How each field of a tensor fact merges, and why."""
 

@@ -278,11 +278,8 @@ def discards_weights(
             options["need_weights"] = False
         return original(module, *inputs, **options)
 
-    torch.nn.MultiheadAttention.forward = recording_weights  # type: ignore[method-assign]
-    try:
+    with _forward_replaced(torch.nn.MultiheadAttention, recording_weights):
         actual = case(*args, **kwargs)
-    finally:
-        torch.nn.MultiheadAttention.forward = original  # type: ignore[method-assign]
     _require_finite(case, "the output", actual)
     gap = _max_gap(case, actual, expected)
     if not gap <= atol:
@@ -294,13 +291,11 @@ def discards_weights(
         return 0
     if not calls:
         raise AssertionError(f"{_name(case)} computed no attention weights")
-    torch.nn.MultiheadAttention.forward = without_weights  # type: ignore[method-assign]
     try:
-        unweighted = case(*args, **kwargs)
+        with _forward_replaced(torch.nn.MultiheadAttention, without_weights):
+            unweighted = case(*args, **kwargs)
     except (TypeError, AttributeError) as error:  # ``None`` where the weights were: read
         raise AssertionError(f"{_name(case)} uses its attention weights: {error}") from error
-    finally:
-        torch.nn.MultiheadAttention.forward = original  # type: ignore[method-assign]
     without = _max_gap(case, unweighted, expected)
     if not without <= atol:
         raise AssertionError(
@@ -312,6 +307,17 @@ def discards_weights(
             detail = f"allocates {list(shape)} attention weights per call, never read"
             _recorded.append(Outcome(_name(case), path, line, line, "allocates", detail))
     return len(calls)
+
+
+@contextlib.contextmanager
+def _forward_replaced(module_class: type[Any], forward: Callable[..., Any]) -> Iterator[None]:
+    """Every instance of ``module_class`` runs ``forward`` inside the block."""
+    original = module_class.__dict__["forward"]
+    module_class.forward = forward
+    try:
+        yield
+    finally:
+        module_class.forward = original
 
 
 def _same_as_unfixed(

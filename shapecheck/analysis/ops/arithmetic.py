@@ -11,6 +11,7 @@ from shapecheck.analysis.facts import (
     SAME_SHAPE,
     UNKNOWN,
     Fact,
+    HeadsAxis,
     IntFact,
     QualifiedName,
     ScalarFact,
@@ -298,7 +299,18 @@ def _tensor_arithmetic(
         dtype=_promoted(left_tensor.dtype, right_tensor.dtype),
         uncertain=left_tensor.uncertain or right_tensor.uncertain,
         guess=guess,
+        heads=_kept_heads(shape, left_tensor, right_tensor),
     )
+
+
+def _kept_heads(
+    shape: tuple[Dim, ...] | None, left: TensorFact, right: TensorFact
+) -> HeadsAxis | None:
+    """The heads axis of an operand as wide as the result (``q * cos``: the table broadcasts
+    onto ``q``'s axes, which keep their meaning); none where the operands disagree."""
+    rank = None if shape is None else len(shape)
+    kept = {side.heads for side in (left, right) if side.heads is not None and side.rank == rank}
+    return kept.pop() if len(kept) == 1 else None
 
 
 def _promoted(left: str | None, right: str | None) -> str | None:

@@ -35,6 +35,9 @@ def reorder(
     tiled = receiver.tiled
     if tiled is not None and tiled.rank == len(permutation):  # the copies move with their axis
         tiled = dataclasses.replace(tiled, axis=permutation.index(tiled.axis))
+    heads = receiver.heads
+    if heads is not None and heads.rank == len(permutation):  # so do the heads
+        heads = dataclasses.replace(heads, axis=permutation.index(heads.axis))
     return flow(
         receiver,
         Family.AXES,
@@ -43,6 +46,7 @@ def reorder(
         origin=call.node,
         axis_op=AxisOp(name, call.node, len(receiver.shape), axes),
         tiled=tiled if tiled is not None and tiled.rank == len(permutation) else None,
+        heads=heads if heads is not None and heads.rank == len(permutation) else None,
     )
 
 
@@ -113,8 +117,17 @@ def _head_split(call: OpCall, first: int, second: int) -> TensorFact | None:
         return None
     shape = (*owner.shape[:2], *split.tail)
     layout = receiver.layout.materialise(len(shape)) if receiver.layout else None
+    heads = receiver.heads
+    if heads is not None and heads.rank is None:
+        heads = dataclasses.replace(heads, axis=len(shape) + heads.axis, rank=len(shape))
     return dataclasses.replace(
-        receiver, shape=shape, layout=layout, prefixed=None, unknown_rank=None, guess=guess
+        receiver,
+        shape=shape,
+        layout=layout,
+        prefixed=None,
+        unknown_rank=None,
+        guess=guess,
+        heads=heads,
     )
 
 

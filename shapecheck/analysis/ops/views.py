@@ -10,6 +10,7 @@ from shapecheck.analysis.facts import (
     UNKNOWN,
     AxisOp,
     Fact,
+    HeadsAxis,
     IntFact,
     PrefixedShape,
     QualifiedName,
@@ -103,8 +104,25 @@ def _view_like(call: OpCall, sizes: list[Dim | None] | None, *, copies: bool) ->
         rank = len(shape)
         axis_op = AxisOp("view", call.node, rank, (rank - 2, rank - 1))
     return flow(
-        receiver, Family.VIEW, shape=shape, layout=layout, origin=call.node, axis_op=axis_op
+        receiver,
+        Family.VIEW,
+        shape=shape,
+        layout=layout,
+        origin=call.node,
+        axis_op=axis_op,
+        heads=_split_heads(call, old, shape),
     )
+
+
+def _split_heads(
+    call: OpCall, old: tuple[Dim, ...] | None, new: tuple[Dim, ...]
+) -> HeadsAxis | None:
+    """``[B, L, H*D]`` viewed as ``[B, L, H, D]``: the leading axes kept as they were and the
+    last one split in two, the first of which counts heads (one head too: a kernel that took
+    it for the sequence would see one position)."""
+    if old is None or len(new) != len(old) + 1 or len(old) < 2 or new[:-2] != old[:-1]:
+        return None
+    return HeadsAxis(len(new) - 2, len(new), call.node)
 
 
 _FAILED_VIEW = Layout(None)
@@ -166,6 +184,7 @@ def _prefixed_view(call: OpCall) -> TensorFact | None:
         others = [size for size in tail if size is not None]
         tail[missing[0]] = receiver.known_last.floordiv(product(others))
     dims = tuple(size if size is not None else Dim.symbol("?") for size in tail)
+    splits = prefix.dropped == 1 and len(dims) == 2
     return flow(
         receiver,
         Family.VIEW,
@@ -173,6 +192,7 @@ def _prefixed_view(call: OpCall) -> TensorFact | None:
         layout=kept_contiguous(receiver, None),
         origin=call.node,
         prefixed=PrefixedShape(prefix, dims),
+        heads=HeadsAxis(-2, None, call.node) if splits else None,
     )
 
 
