@@ -12,16 +12,25 @@ require_torch_extra("shapecheck.reference")  # one line saying what to install, 
 from shapecheck.reference.attention import (
     MultiHeadAttention,
     SelfAttention,
+    causal_mask,
+    flash_attention,
     scaled_dot_product_attention,
 )
+from shapecheck.reference.cache import KVCache
 from shapecheck.reference.checking import runtime_checks_enabled, set_runtime_checks
 from shapecheck.reference.layers import OutputLayer, TransformerEmbedding
+from shapecheck.reference.rotary import apply_rotary, rotary_tables
 
 __all__ = [
+    "KVCache",
     "MultiHeadAttention",
     "OutputLayer",
     "SelfAttention",
     "TransformerEmbedding",
+    "apply_rotary",
+    "causal_mask",
+    "flash_attention",
+    "rotary_tables",
     "runtime_checks_enabled",
     "scaled_dot_product_attention",
     "set_runtime_checks",

@@ -4,6 +4,17 @@ Axis names: ``batch``, ``heads`` (query heads), ``kv_heads`` (key/value heads, f
 grouped-query attention), ``q_len`` (query positions), ``k_len`` (key positions), ``d_k``
 (query/key features per head), ``d_v`` (value features), ``d_model``, ``kdim``, ``vdim``.
 
+**Layouts.** ``scaled_dot_product_attention`` takes ``[batch, heads, seq, d]``, as
+``F.scaled_dot_product_attention``; :func:`flash_attention` takes ``[batch, seq, heads, d]``,
+as ``flash_attn_func`` and xformers' ``memory_efficient_attention`` (rule SC105: one handed the
+other's layout attends over heads instead of positions, silently).
+
+**Causal alignment.** When ``q_len < k_len`` (decoding with a KV cache: the queries are the
+last ``q_len`` positions) the causal mask can be aligned two ways (:func:`causal_mask`):
+top left (query ``i`` sees keys ``0..i``; F.sdpa's ``is_causal=True``) or bottom right (query
+``i`` sees keys ``0..k_len - q_len + i``; ``flash_attn_func``'s ``causal=True``, torch's
+``causal_lower_right``). Only the second is causal decoding (rule SC702).
+
 **Mask polarity.** Each mask argument means exactly what the same name means in torch, so a
 boolean ``True`` means opposite things in two places, as it does in torch:
 
@@ -28,17 +39,23 @@ of ``value``, in torch too.
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from jaxtyping import Bool, Float
 from torch import Tensor, nn
+from torch.nn.attention.bias import CausalBias, CausalVariant
 
+from shapecheck.reference.cache import KVCache
 from shapecheck.reference.checking import runtime_checks_enabled, shape_checked
+from shapecheck.reference.rotary import apply_rotary, rotary_tables
 
 Mask = Bool[Tensor, "..."] | Float[Tensor, "..."]
 Output = Float[Tensor, "batch q_len d_model"]
 Weights = Float[Tensor, "batch q_len k_len"] | Float[Tensor, "batch heads q_len k_len"]
+Alignment = Literal["top_left", "bottom_right"]
+Rotary = Literal["half_split", "interleaved"]
 
 _BLOCKED = float("-inf")
 
@@ -48,7 +65,7 @@ def scaled_dot_product_attention(
     query: Float[Tensor, "*batch q_len d_k"],
     key: Float[Tensor, "*kv_batch k_len d_k"],
     value: Float[Tensor, "*kv_batch k_len d_v"],
-    attn_mask: Mask | None = None,
+    attn_mask: Mask | CausalBias | None = None,
     dropout_p: float = 0.0,
     is_causal: bool = False,
     *,
@@ -63,7 +80,9 @@ def scaled_dot_product_attention(
       attends to this key**, False = blocked (F.sdpa's polarity, the opposite of
       ``nn.MultiheadAttention``'s ``attn_mask``). Float: added to the scores; a float mask
       of another dtype than ``query`` (float32 with float16 ``query``) is added in the wider
-      dtype and the weights cast back to ``value``'s, as torch's CPU kernel does.
+      dtype and the weights cast back to ``value``'s, as torch's CPU kernel does. torch's
+      ``causal_upper_left(q_len, k_len)`` and ``causal_lower_right(q_len, k_len)`` are the
+      boolean masks of :func:`causal_mask` (``"top_left"``, ``"bottom_right"``).
     - ``is_causal`` lets query ``i`` attend to keys ``0..i`` (aligned at the top left, as
       torch does); with ``attn_mask`` too, a key must pass both.
     - ``enable_gqa``: grouped-query attention. ``key`` and ``value`` then have ``kv_heads``
@@ -77,6 +96,8 @@ def scaled_dot_product_attention(
     """
     if runtime_checks_enabled():
         _check_key_batch(query, key, enable_gqa)
+    if isinstance(attn_mask, CausalBias):
+        attn_mask = _causal_bias_mask(attn_mask, query.size(-2), key.size(-2), query.device)
     if enable_gqa:
         groups = query.size(-3) // key.size(-3)
         key = key.repeat_interleave(groups, dim=-3)
@@ -99,7 +120,9 @@ def _attention_weights(
     # scaling query ([..., q_len, d_k]) is cheaper than scaling the scores ([..., q_len, k_len])
     scores = (query * scale) @ key.transpose(-2, -1)  # [*batch, q_len, k_len]
     if is_causal:
-        visible = _causal(query.size(-2), key.size(-2), scores.device)
+        visible = causal_mask(
+            query.size(-2), key.size(-2), aligned="top_left", device=scores.device
+        )
         scores = scores.masked_fill(~visible, _BLOCKED)
     if attn_mask is not None and attn_mask.dtype == torch.bool:
         scores = scores.masked_fill(~attn_mask, _BLOCKED)
@@ -111,6 +134,72 @@ def _attention_weights(
     fully_blocked = scores.isneginf().all(dim=-1, keepdim=True)
     finite = scores.masked_fill(fully_blocked, 0.0)  # shapecheck: ignore[SC402]
     return finite.softmax(dim=-1).masked_fill(fully_blocked, 0.0)
+
+
+@shape_checked
+def flash_attention(
+    query: Float[Tensor, "batch q_len heads d_k"],
+    key: Float[Tensor, "batch k_len kv_heads d_k"],
+    value: Float[Tensor, "batch k_len kv_heads d_v"],
+    dropout_p: float = 0.0,
+    softmax_scale: float | None = None,
+    causal: bool = False,
+    *,
+    num_heads: int | None = None,
+) -> Float[Tensor, "batch q_len heads d_v"]:
+    """Attention in the ``[batch, seq, heads, head_dim]`` layout, with ``flash_attn_func``'s
+    signature and causal alignment (xformers' ``memory_efficient_attention`` takes it too).
+
+    ``out[:, i, h] = softmax(query[:, i, h] · key[:, :, g]ᵀ · scale) value[:, :, g]`` with
+    ``g = h // (heads // kv_heads)``: :func:`scaled_dot_product_attention` (and
+    ``F.scaled_dot_product_attention(..., enable_gqa=True)``) on ``.transpose(1, 2)`` of each
+    input, transposed back. ``kv_heads`` must divide ``heads`` (grouped-query attention).
+    ``causal`` is aligned at the bottom right, as flash-attn's: query ``i`` sees the keys up to
+    ``k_len - q_len + i`` (the same as F.sdpa's ``is_causal`` only when ``q_len == k_len``).
+    ``softmax_scale`` defaults to ``1/sqrt(d_k)``. The output is contiguous, as flash-attn's,
+    so ``out.view(batch, q_len, heads * d_v)`` works.
+
+    ``[batch, heads, seq, head_dim]`` inputs cannot be told apart by their shapes alone;
+    ``num_heads`` (the query heads the caller built) refuses them when axis 2 is not it.
+    """
+    if runtime_checks_enabled():
+        _check_flash_layout(query, key, num_heads)
+    q_len, heads, k_len, kv_heads = query.size(1), query.size(2), key.size(1), key.size(2)
+    visible = (
+        causal_mask(q_len, k_len, aligned="bottom_right", device=query.device) if causal else None
+    )
+    attended = scaled_dot_product_attention(
+        query.transpose(1, 2),  # [batch, heads, q_len, d_k]
+        key.transpose(1, 2),  # [batch, kv_heads, k_len, d_k]
+        value.transpose(1, 2),  # [batch, kv_heads, k_len, d_v]
+        visible,
+        dropout_p,
+        scale=softmax_scale,
+        enable_gqa=kv_heads != heads,
+    )
+    return attended.transpose(1, 2).contiguous()  # [batch, q_len, heads, d_v]
+
+
+def _check_flash_layout(query: Tensor, key: Tensor, num_heads: int | None) -> None:
+    """Heads on axis 2, as ``flash_attn_func`` reads them; F.sdpa's layout refused where seen."""
+    heads, kv_heads = query.size(2), key.size(2)
+    transposed = (
+        ": query, key and value look like [batch, heads, seq, head_dim] (F.sdpa's layout); "
+        "this function takes [batch, seq, heads, head_dim]: pass them through .transpose(1, 2)"
+    )
+    if num_heads is not None and heads != num_heads:
+        hint = transposed if query.size(1) == num_heads else ""
+        raise ValueError(
+            f"query: {heads} heads on axis 2 of [batch, q_len, heads, d_k], "
+            f"expected num_heads={num_heads}{hint}"
+        )
+    if kv_heads == 0 or heads % kv_heads != 0:
+        swapped_fits = key.size(1) > 0 and query.size(1) % key.size(1) == 0
+        raise ValueError(
+            f"key: {kv_heads} heads on axis 2 of [batch, k_len, kv_heads, d_k], expected a "
+            f"divisor of query's {heads} (grouped-query attention)"
+            + (transposed if swapped_fits else "")
+        )
 
 
 def _check_key_batch(query: Tensor, key: Tensor, enable_gqa: bool) -> None:
@@ -150,6 +239,13 @@ class MultiHeadAttention(nn.Module):
     ``num_heads`` is grouped-query attention (``num_kv_heads=1``: multi-query attention):
     ``wk`` and ``wv`` project to ``num_kv_heads * d_k`` features. ``kdim`` and ``vdim`` are
     the widths of ``key`` and ``value`` (``d_model`` unless given), as in torch.
+
+    ``rotary`` rotates each head's queries and keys by their positions before attention
+    (:func:`~shapecheck.reference.rotary.apply_rotary`, tables of ``rotary_base`` in float32,
+    float64 for a float64 module): ``"half_split"`` (Hugging Face's LLaMA ``rotate_half``) or
+    ``"interleaved"`` (Meta's LLaMA); ``d_k`` must be even. With ``bias=False``, grouped-query
+    attention, a rotary embedding and a :class:`~shapecheck.reference.cache.KVCache` (see
+    :meth:`forward`) this is LLaMA's attention.
     """
 
     def __init__(
@@ -162,6 +258,8 @@ class MultiHeadAttention(nn.Module):
         num_kv_heads: int | None = None,
         kdim: int | None = None,
         vdim: int | None = None,
+        rotary: Rotary | None = None,
+        rotary_base: float = 10000.0,
     ):
         super().__init__()
         if num_heads <= 0 or d_model % num_heads != 0:
@@ -175,6 +273,13 @@ class MultiHeadAttention(nn.Module):
                 f"num_heads ({num_heads}) must be divisible by num_kv_heads ({kv_heads}): "
                 "each key/value head serves num_heads // num_kv_heads query heads"
             )
+        if rotary not in (None, "half_split", "interleaved"):
+            raise ValueError(f"rotary: {rotary!r}, expected 'half_split', 'interleaved' or None")
+        if rotary is not None and (d_model // num_heads) % 2 != 0:
+            raise ValueError(
+                f"rotary: d_k = d_model // num_heads = {d_model // num_heads} is odd, expected "
+                "an even d_k: rotary embeddings rotate pairs of features"
+            )
         self.d_model = d_model
         self.num_heads = num_heads
         self.num_kv_heads = kv_heads
@@ -182,6 +287,8 @@ class MultiHeadAttention(nn.Module):
         self.kdim = d_model if kdim is None else kdim
         self.vdim = d_model if vdim is None else vdim
         self.dropout = dropout
+        self.rotary = rotary
+        self.rotary_base = rotary_base
         self.wq = nn.Linear(d_model, d_model, bias=bias)
         self.wk = nn.Linear(self.kdim, kv_heads * self.d_k, bias=bias)
         self.wv = nn.Linear(self.vdim, kv_heads * self.d_k, bias=bias)
@@ -245,6 +352,7 @@ class MultiHeadAttention(nn.Module):
         need_weights: bool | None = None,
         average_attn_weights: bool = True,
         is_causal: bool = False,
+        cache: KVCache | None = None,
     ) -> Output | tuple[Output, Weights | None]:
         """Attend from ``query`` to ``key``/``value``; every argument after them by keyword.
 
@@ -262,6 +370,14 @@ class MultiHeadAttention(nn.Module):
         mask, as F.sdpa does; in ``nn.MultiheadAttention`` it is only a hint that
         ``attn_mask`` already is causal, so passing both is the same there and here.
 
+        ``cache`` (self-attention decoding): ``key`` and ``value`` are the new tokens' own,
+        as many as the queries; their projections (rotated at positions ``cache.length ..``
+        when ``rotary``) are appended to the cache and the queries attend to every cached
+        position, so ``k_len = cache.length + q_len`` for the masks. ``is_causal`` is then
+        aligned at the bottom right (query ``i`` is at position ``k_len - q_len + i`` and sees
+        the keys up to it; :func:`causal_mask`): a prompt and then one token at a time give the
+        rows of one causal call over the whole sequence.
+
         Returns ``out`` ``[batch, q_len, d_model]`` when ``need_weights`` is not given. Given,
         it returns torch's tuple ``(out, weights)``: ``weights`` is ``None`` for
         ``need_weights=False``; for ``True`` the attention weights, after dropout, averaged
@@ -275,15 +391,32 @@ class MultiHeadAttention(nn.Module):
         """
         if runtime_checks_enabled():
             self._check_widths(query, key, value)
-        allowed = self._sdpa_mask(query, key, mask, key_padding_mask, attn_mask)
+        batch, q_len, new_len = query.size(0), query.size(1), key.size(1)
+        if cache is not None and new_len != q_len:
+            raise ValueError(
+                f"key: {new_len} positions, expected query's {q_len}: with a cache, key and "
+                "value are the new tokens' own (self-attention), appended to the cache"
+            )
+        past_len = 0 if cache is None else cache.length
+        allowed = self._sdpa_mask(
+            batch, q_len, past_len + new_len, mask, key_padding_mask, attn_mask
+        )
         q = self._split_heads(self.wq(query), self.num_heads)  # [batch, heads, q_len, d_k]
-        k = self._split_heads(self.wk(key), self.num_kv_heads)  # [batch, kv_heads, k_len, d_k]
-        v = self._split_heads(self.wv(value), self.num_kv_heads)  # [batch, kv_heads, k_len, d_k]
+        k = self._split_heads(self.wk(key), self.num_kv_heads)  # [batch, kv_heads, new_len, d_k]
+        v = self._split_heads(self.wv(value), self.num_kv_heads)  # [batch, kv_heads, new_len, d_k]
+        if self.rotary is not None:
+            q, k = self._rotate(q, past_len), self._rotate(k, past_len)
+        if cache is not None:
+            k, v = cache.update(k, v)  # [batch, kv_heads, k_len, d_k], past positions first
+        # F.sdpa's own causal mask (top left) is right only without a cache (rule SC702);
+        # otherwise the causal mask joins the others: one mask for every kernel of F.sdpa
+        kernel_causal = is_causal and allowed is None and cache is None
+        if is_causal and not kernel_causal:
+            aligned: Alignment = "top_left" if cache is None else "bottom_right"
+            visible = causal_mask(q.size(-2), k.size(-2), aligned=aligned, device=q.device)
+            allowed = visible if allowed is None else _both(allowed, visible)
         dropout_p = self.dropout if self.training else 0.0
         if not need_weights:
-            if is_causal and allowed is not None:  # one mask for every kernel of F.sdpa
-                allowed = _both(allowed, _causal(q.size(-2), k.size(-2), q.device))
-                is_causal = False
             # PyTorch's fused kernel computes exactly scaled_dot_product_attention above (the
             # tests hold them equal), without materialising the scores.
             attended = F.scaled_dot_product_attention(
@@ -292,14 +425,14 @@ class MultiHeadAttention(nn.Module):
                 v,
                 attn_mask=allowed,
                 dropout_p=dropout_p,
-                is_causal=is_causal,
+                is_causal=kernel_causal,
                 enable_gqa=self.num_kv_heads != self.num_heads,
             )
             out: Tensor = self.fc_out(self._merge_heads(attended))
             return out if need_weights is None else (out, None)
         groups = self.num_heads // self.num_kv_heads
         k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
-        weights = _attention_weights(q, k, allowed, is_causal, scale=None).to(v.dtype)
+        weights = _attention_weights(q, k, allowed, kernel_causal, scale=None).to(v.dtype)
         if dropout_p > 0.0:
             weights = F.dropout(weights, p=dropout_p)
         out = self.fc_out(self._merge_heads(weights @ v))
@@ -318,17 +451,31 @@ class MultiHeadAttention(nn.Module):
                     f"this module was built with {width}={built}"
                 )
 
+    def _rotate(
+        self, x: Float[Tensor, "batch heads seq d_k"], start_pos: int
+    ) -> Float[Tensor, "batch heads seq d_k"]:
+        """``x`` rotated at positions ``start_pos .. start_pos + seq - 1``."""
+        cos, sin = rotary_tables(
+            self.d_k,
+            x.size(-2),
+            start_pos=start_pos,
+            base=self.rotary_base,
+            dtype=torch.promote_types(x.dtype, torch.float32),
+            device=x.device,
+        )
+        return apply_rotary(x, cos, sin, interleaved=self.rotary == "interleaved")
+
     def _sdpa_mask(
         self,
-        query: Float[Tensor, "batch q_len d_model"],
-        key: Float[Tensor, "batch k_len kdim"],
+        batch: int,
+        q_len: int,
+        k_len: int,
         mask: Mask | None,
         key_padding_mask: Mask | None,
         attn_mask: Mask | None,
     ) -> Mask | None:
         """The masks given as one mask in F.sdpa's polarity (True = attend, or added),
         broadcastable to ``[batch, heads, q_len, k_len]``; shapes checked, the argument named."""
-        batch, q_len, k_len = query.size(0), query.size(1), key.size(1)
         if mask is not None:
             if key_padding_mask is not None or attn_mask is not None:
                 raise ValueError(
@@ -438,9 +585,43 @@ def _additive(mask: Mask, dtype: torch.dtype) -> Float[Tensor, "*shape"]:
     return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, _BLOCKED)
 
 
-def _causal(q_len: int, k_len: int, device: torch.device) -> Bool[Tensor, "q_len k_len"]:
-    """True where query ``i`` may see key ``j``: ``j <= i`` (top-left aligned, as PyTorch)."""
-    return torch.ones(q_len, k_len, dtype=torch.bool, device=device).tril()
+def causal_mask(
+    q_len: int,
+    k_len: int,
+    *,
+    aligned: Alignment,
+    device: torch.device | str | None = None,
+) -> Bool[Tensor, "q_len k_len"]:
+    """True where query ``i`` may see key ``j`` (F.sdpa's polarity: True = attend).
+
+    - ``"top_left"``: ``j <= i``. F.sdpa's ``is_causal=True`` and torch's
+      ``causal_upper_left``: query ``i`` is at position ``i`` and the keys start there too.
+    - ``"bottom_right"``: ``j <= i + (k_len - q_len)``. The queries are the last ``q_len`` of
+      ``k_len`` positions, as when decoding with a KV cache: ``flash_attn_func``'s
+      ``causal=True`` and torch's ``causal_lower_right``. With ``q_len > k_len`` the first
+      ``q_len - k_len`` queries see no key (a zero output).
+
+    The two are the same mask when ``q_len == k_len``.
+    """
+    if aligned not in ("top_left", "bottom_right"):
+        raise ValueError(f"aligned: {aligned!r}, expected 'top_left' or 'bottom_right'")
+    diagonal = 0 if aligned == "top_left" else k_len - q_len
+    return torch.ones(q_len, k_len, dtype=torch.bool, device=device).tril(diagonal=diagonal)
+
+
+def _causal_bias_mask(
+    bias: CausalBias, q_len: int, k_len: int, device: torch.device
+) -> Bool[Tensor, "q_len k_len"]:
+    """torch's ``causal_upper_left``/``causal_lower_right`` bias as a boolean mask."""
+    if (bias.seq_len_q, bias.seq_len_kv) != (q_len, k_len):
+        raise ValueError(
+            f"attn_mask: a causal bias for [q_len, k_len] = {[bias.seq_len_q, bias.seq_len_kv]}, "
+            f"expected {[q_len, k_len]}"
+        )
+    lower_right = bias.variant == CausalVariant.LOWER_RIGHT
+    return causal_mask(
+        q_len, k_len, aligned="bottom_right" if lower_right else "top_left", device=device
+    )
 
 
 class SelfAttention(nn.Module):
