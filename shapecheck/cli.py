@@ -83,7 +83,8 @@ class InputError(click.ClickException):
 @click.option(
     "--show-shapes",
     is_flag=True,
-    help="Print each PATH[:Class.method] with the shapes the analysis infers, and exit.",
+    help="Print each FILE.py[:Class.method | :Class | :LINE | :FIRST-LAST] with the shapes the "
+    "analysis infers (text or json), and exit.",
 )
 @click.option(
     "--coverage",
@@ -199,7 +200,7 @@ def main(
         click.echo(f"{rule.code} {rule.name} ({rule.severity})\n\n{rule.documentation()}")
         return
     if show_shapes:
-        _show_shapes(paths)
+        _show_shapes(paths, output_format)
         return
     if list_rules:
         _list_rules(output_format)
@@ -470,16 +471,23 @@ def _coverage(targets: list[Target], output_format: str) -> NoReturn:
     sys.exit(EXIT_ERROR if problems else EXIT_CLEAN)
 
 
-def _show_shapes(paths: Sequence[str]) -> None:
+def _show_shapes(paths: Sequence[str], output_format: str) -> None:
+    """``--show-shapes``: each FILE.py[:SELECTOR] listed with its shapes (text), or the same
+    notes as one JSON array over every file; exit 2 when a function could not be analysed."""
+    import json
+
     from shapecheck.diagnostics import Diagnostic, internal_error
     from shapecheck.files import read_regular_file
-    from shapecheck.show import show_shapes
+    from shapecheck.show import Shown, show_shapes
     from shapecheck.source import parse_source
 
+    if output_format not in ("text", "json"):
+        raise click.UsageError("--show-shapes prints text or json")
     if not paths:
-        raise click.UsageError("--show-shapes needs FILE.py[:Class.method] arguments")
-    listings: list[str] = []
-    problems: list[Diagnostic] = []
+        raise click.UsageError(
+            "--show-shapes needs FILE.py[:Class.method | :Class | :LINE | :FIRST-LAST] arguments"
+        )
+    shown: list[Shown] = []
     for argument in paths:
         path, _, selector = argument.partition(".py:")
         path = path + ".py" if selector else argument
@@ -490,16 +498,19 @@ def _show_shapes(paths: Sequence[str]) -> None:
         if isinstance(source, Diagnostic):
             raise InputError(f"{path}:{source.line}:{source.column}: {source.message}")
         try:
-            listing, unanalysed = show_shapes(source, selector or None)
+            shown.append(show_shapes(source, selector or None))
         except LookupError as error:
             raise InputError(str(error)) from error
         except Exception as error:  # a bug in shapecheck: said as a check says it, no traceback
             problem = internal_error(path, "while showing shapes", error)
             raise InputError(f"{path}: {problem.message}") from error
-        listings += [listing] if listing else []
-        problems += unanalysed
-    if listings:
-        click.echo("\n\n".join(listings))
+    if output_format == "json":
+        click.echo(json.dumps([record for one in shown for record in one.records()], indent=2))
+    else:
+        listings = [listing for one in shown if (listing := one.listing())]
+        if listings:
+            click.echo("\n\n".join(listings))
+    problems = [problem for one in shown for problem in one.problems]
     _echo_problems(problems)
     if problems:
         sys.exit(EXIT_ERROR)

@@ -1,23 +1,30 @@
 """``shapecheck --lsp``: a Language Server over stdio, for editors.
 
 Diagnostics are published when a Python document is opened, changed or saved, from the text
-in the editor (not the file on disk), under the configuration that applies to the file; fixes
-are offered as quick-fix code actions (unsafe ones say so and are never preferred). Needs the
+in the editor (not the file on disk), under the configuration that applies to the file; each
+links to its rule's documentation (``codeDescription``). Fixes are offered as quick-fix code
+actions (unsafe ones say so and are never preferred), and all safe ones at once as the
+``source.fixAll.shapecheck`` action, made by the fixer ``--fix`` uses. A hover on a value
+shows what :mod:`shapecheck.hover` says of it (shape, role, layout, dtype), and inlay hints
+show each assignment's shape when the client asks for them in its initialization options
+(``{"settings": {"inlayHints": true}}``, as ruff's server takes its settings). Needs the
 ``lsp`` extra (pygls).
 
 Checks run on one background thread, so the server keeps answering (``shutdown``, ``exit``,
 the end of its input) while a big document is checked. Changes that arrive during a check are
 checked once, together, when it ends; a check whose document changed or closed meanwhile is
 dropped, never published over the newer text's. Quick fixes come from the check whose
-diagnostics the editor shows.
+diagnostics the editor shows. Hovers, inlay hints and the fix-all action are answered on
+pygls' worker threads from the newest text, analysed once per text.
 """
 
 from __future__ import annotations
 
+import inspect
 import io
 import threading
 import tokenize
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -32,15 +39,21 @@ from pygls.workspace import TextDocument
 from pygls.workspace.position_codec import ServerTextPosition, ServerTextRange
 
 from shapecheck import __version__
+from shapecheck.analysis import analyse
 from shapecheck.config import ConfigError, Settings, find_config, load_settings
 from shapecheck.diagnostics import Diagnostic, FixEdits, input_error
+from shapecheck.fixer import FixError, fix_source
+from shapecheck.hover import FileShapes
 from shapecheck.linter import lint_source
-from shapecheck.rule import Rule, all_rules, rule_codes
+from shapecheck.report import count
+from shapecheck.rule import Rule, all_rules, rule_by_code, rule_codes
 from shapecheck.run import failure
 from shapecheck.selection import SelectionError, enabled_codes
-from shapecheck.source import physical_lines
+from shapecheck.source import Source, parse_source, physical_lines
 
 SOURCE = "shapecheck"
+FIX_ALL = f"{types.CodeActionKind.SourceFixAll.value}.shapecheck"
+"""The code action that applies every safe fix (``editor.codeActionsOnSave`` names it)."""
 
 
 class _Protocol(LanguageServerProtocol):
@@ -138,9 +151,72 @@ class _Checker:
 checker = _Checker()
 
 
+@dataclass
+class _ClientSettings:
+    """What the client asked for in ``initializationOptions.settings``."""
+
+    inlay_hints: bool = False
+    """Shape hints at assignments: off unless asked for (``inlayHints: true``)."""
+
+
+client_settings = _ClientSettings()
+
+
+@dataclass(frozen=True)
+class _Analysed:
+    """A document's text, its lines, and what can be said of its values (``None``: the text
+    does not parse or could not be analysed; its diagnostics say why)."""
+
+    text: str
+    lines: list[str]
+    shapes: FileShapes | None
+
+
+class _ShapeCache:
+    """The analysis of each open document's newest text, made once per text, when a hover or
+    inlay hint first needs it (on a worker thread; the lock keeps two from making it twice)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._analysed: dict[str, _Analysed] = {}
+
+    def get(self, uri: str) -> _Analysed | None:
+        document = _open_document(uri)
+        if document is None:
+            return None
+        text = document.source
+        with self._lock:
+            analysed = self._analysed.get(uri)
+            if analysed is None or analysed.text != text:
+                path = to_fs_path(uri) or uri
+                analysed = _Analysed(text, physical_lines(text), _file_shapes(text, path))
+                self._analysed[uri] = analysed
+            return analysed
+
+    def forget(self, uri: str) -> None:
+        with self._lock:
+            self._analysed.pop(uri, None)
+
+
+shape_cache = _ShapeCache()
+
+
 def serve() -> None:
     checker.start()
     server.start_io()
+
+
+@server.feature(types.INITIALIZE)
+def initialize(params: types.InitializeParams) -> None:
+    """Read ``initializationOptions``: ``{"settings": {"inlayHints": true}}`` turns the shape
+    hints on (ruff's server takes its settings under the same key)."""
+    options = params.initialization_options
+    settings = options.get("settings") if isinstance(options, dict) else None
+    wanted = settings.get("inlayHints", False) if isinstance(settings, dict) else False
+    if not isinstance(wanted, bool):
+        message = "shapecheck: initializationOptions.settings.inlayHints must be true or false"
+        server.window_show_message(types.ShowMessageParams(types.MessageType.Error, message))
+    client_settings.inlay_hints = wanted is True
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
@@ -161,6 +237,7 @@ def did_save(params: types.DidSaveTextDocumentParams) -> None:
 @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
 def did_close(params: types.DidCloseTextDocumentParams) -> None:
     checker.forget(params.text_document.uri)
+    shape_cache.forget(params.text_document.uri)
 
 
 @server.feature(types.SHUTDOWN)
@@ -168,11 +245,83 @@ def shutdown(_: None) -> None:
     checker.stop()
 
 
+@server.thread()
 @server.feature(
     types.TEXT_DOCUMENT_CODE_ACTION,
-    types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]),
+    types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL]),
 )
 def code_actions(params: types.CodeActionParams) -> list[types.CodeAction]:
+    """Quick fixes for the findings that touch the requested range, and, when the client asks
+    for ``source.fixAll`` by kind (``context.only``), one action applying every safe fix.
+    Fixing all runs the fixer, so it is never computed for a request that does not ask for
+    it (editors request code actions at every move of the cursor)."""
+    only = params.context.only
+    actions = _quick_fixes(params) if _wanted(types.CodeActionKind.QuickFix, only) else []
+    if only is not None and _wanted(FIX_ALL, only):
+        fix_all = _fix_all(params.text_document.uri)
+        actions += [fix_all] if fix_all is not None else []
+    return actions
+
+
+@server.thread()
+@server.feature(types.TEXT_DOCUMENT_HOVER)
+def hover(params: types.HoverParams) -> types.Hover | None:
+    """What shapecheck knows of the value under the cursor (see ``FileShapes.at``)."""
+    analysed = shape_cache.get(params.text_document.uri)
+    if analysed is None or analysed.shapes is None:
+        return None
+    where = server.workspace.position_codec.position_from_client_units(
+        analysed.lines, params.position
+    )
+    note = analysed.shapes.at(where.line + 1, where.character)
+    if note is None:
+        return None
+    return types.Hover(
+        contents=types.MarkupContent(types.MarkupKind.Markdown, note.description.markdown()),
+        range=_client_range(
+            analysed.lines, note.line, note.column + 1, note.end_line, note.end_column + 1
+        ),
+    )
+
+
+@server.thread()
+@server.feature(types.TEXT_DOCUMENT_INLAY_HINT, types.InlayHintOptions(resolve_provider=False))
+def inlay_hints(params: types.InlayHintParams) -> list[types.InlayHint]:
+    """``: [B, H, L, D]`` after each assignment target in the range whose tensor's rank is
+    known; none unless the client turned them on (see ``initialize``)."""
+    if not client_settings.inlay_hints:
+        return []
+    analysed = shape_cache.get(params.text_document.uri)
+    if analysed is None or analysed.shapes is None:
+        return []
+    first, last = params.range.start.line + 1, params.range.end.line + 1
+    hints = []
+    for note in analysed.shapes.assignments():
+        if not first <= note.end_line <= last:
+            continue
+        target = _client_range(
+            analysed.lines, note.line, note.column + 1, note.end_line, note.end_column + 1
+        )
+        hints.append(
+            types.InlayHint(
+                position=target.end,
+                label=f": {note.description.shape}",
+                kind=types.InlayHintKind.Type,
+                tooltip=note.description.text,
+            )
+        )
+    return hints
+
+
+def _wanted(kind: str, only: Sequence[str] | None) -> bool:
+    """Does a request for the kinds ``only`` (``None``: any) take actions of ``kind``? Kinds
+    are hierarchical: ``source`` takes ``source.fixAll.shapecheck``."""
+    if only is None:
+        return True
+    return any(kind == asked or kind.startswith(f"{asked}.") for asked in only)
+
+
+def _quick_fixes(params: types.CodeActionParams) -> list[types.CodeAction]:
     """A quick fix for each finding with a fix that touches the requested range; none while the
     document's newest text is being checked, nor for a document the client never opened."""
     checked = checker.current(params.text_document.uri)
@@ -195,6 +344,82 @@ def code_actions(params: types.CodeActionParams) -> list[types.CodeAction]:
             )
         )
     return actions
+
+
+def _fix_all(uri: str) -> types.CodeAction | None:
+    """Every safe fix in the document's newest text, in rounds, as ``--fix`` makes them
+    (never an unsafe one), as one edit of the text between the first and the last change;
+    ``None`` when there is nothing to fix or the text cannot be fixed."""
+    document = _open_document(uri)
+    path = to_fs_path(uri) or uri
+    if document is None or not path.endswith((".py", ".pyi")):
+        return None
+    parsed = _parsed(document.source, path)
+    if parsed is None:
+        return None
+    data, source = parsed
+    settings, codes = _settings(path)
+    rules = _rules(tuple(codes))
+    try:
+        fixed = fix_source(source, rules, settings.keeps, unsafe=False, original=data)
+    except FixError:  # the fixer declined (the text would not survive); nothing is offered
+        return None
+    if not fixed.fixed:
+        return None
+    old, new = source.text, fixed.data.decode(source.encoding)
+    start, old_end, new_end = _changed_span(old, new)
+    lines = physical_lines(document.source)
+    (line, column), (end_line, end_column) = _position(old, start), _position(old, old_end)
+    return types.CodeAction(
+        title=f"shapecheck: apply {count(fixed.fixed, 'safe fix')}",
+        kind=FIX_ALL,
+        edit=types.WorkspaceEdit(
+            changes={
+                uri: [
+                    types.TextEdit(
+                        range=_client_range(lines, line, column, end_line, end_column),
+                        new_text=new[start:new_end],
+                    )
+                ]
+            }
+        ),
+    )
+
+
+def _changed_span(old: str, new: str) -> tuple[int, int, int]:
+    """Where ``new`` differs from ``old``: the common prefix's length, and where the common
+    suffix starts in each."""
+    start = 0
+    limit = min(len(old), len(new))
+    while start < limit and old[start] == new[start]:
+        start += 1
+    end = 0
+    while end < limit - start and old[-1 - end] == new[-1 - end]:
+        end += 1
+    return start, len(old) - end, len(new) - end
+
+
+def _file_shapes(text: str, path: str) -> FileShapes | None:
+    """The editor's text analysed as a check analyses it; ``None`` where a check would report
+    SC000 (it does, in the diagnostics)."""
+    parsed = _parsed(text, path) if path.endswith((".py", ".pyi")) else None
+    if parsed is None:
+        return None
+    _, source = parsed
+    try:
+        return FileShapes(analyse(source.module, source.text))
+    except Exception:  # the check of the same text reports it as an internal error
+        return None
+
+
+def _parsed(text: str, path: str) -> tuple[bytes, Source] | None:
+    """The editor's text as a save writes it, and parsed from that; ``None`` where a check
+    reports SC000 instead."""
+    data = _encoded(text, path)
+    if isinstance(data, Diagnostic):
+        return None
+    source = parse_source(data, path)
+    return None if isinstance(source, Diagnostic) else (data, source)
 
 
 def _request_check(uri: str) -> None:
@@ -294,6 +519,7 @@ def _rules(codes: tuple[str, ...]) -> list[Rule]:
 
 def _lsp_diagnostic(lines: list[str], diagnostic: Diagnostic) -> types.Diagnostic:
     error = diagnostic.severity == "error"
+    documentation = documentation_uri(diagnostic.code)
     return types.Diagnostic(
         range=_client_range(
             lines, diagnostic.line, diagnostic.column, diagnostic.end_line, diagnostic.end_column
@@ -301,8 +527,19 @@ def _lsp_diagnostic(lines: list[str], diagnostic: Diagnostic) -> types.Diagnosti
         message=diagnostic.message,
         severity=types.DiagnosticSeverity.Error if error else types.DiagnosticSeverity.Warning,
         code=diagnostic.code,
+        code_description=types.CodeDescription(documentation) if documentation else None,
         source=SOURCE,
     )
+
+
+@cache
+def documentation_uri(code: str) -> str | None:
+    """Where a rule's documentation is: the ``file:`` URI of its module, whose docstring is
+    what ``--explain`` prints (the project publishes no web pages to link to). ``None`` for
+    SC000, which is no rule."""
+    rule = rule_by_code(code)
+    source = inspect.getsourcefile(rule) if rule is not None else None
+    return Path(source).resolve().as_uri() if source else None
 
 
 def _edits(lines: list[str], fix: FixEdits) -> list[types.TextEdit]:

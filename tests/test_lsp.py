@@ -1,5 +1,6 @@
 """``shapecheck --lsp`` end to end: a scripted client speaks JSON-RPC over stdio to the real
-server process, opens a document, reads the diagnostics, asks for the fix, applies a change.
+server process, opens a document, reads the diagnostics, asks for the fix, applies a change,
+hovers over a tensor and asks for inlay hints.
 
 Some tests run an instrumented server (``INSTRUMENTED``): a document holding ``# CRASH``
 makes the analysis raise, and one holding ``# HOLD`` makes its check log "holding" and wait
@@ -20,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import BAD_VIEW, ROOT
+from tests.conftest import BAD_VIEW, ROOT, UNSCALED, run_python
 
 pytest.importorskip("pygls")
 
@@ -127,9 +128,11 @@ class Client:
 
 
 @contextmanager
-def serving(tmp_path: Path, command: list[str]) -> Iterator[Client]:
-    """A started client and server; the server is shut down (unless the test ended it) and
-    must exit with status 0."""
+def serving(
+    tmp_path: Path, command: list[str], initialization_options: Any = None
+) -> Iterator[Client]:
+    """A started client and server (given ``initializationOptions`` if not ``None``); the
+    server is shut down (unless the test ended it) and must exit with status 0."""
     process = subprocess.Popen(
         command,
         cwd=tmp_path,
@@ -141,6 +144,8 @@ def serving(tmp_path: Path, command: list[str]) -> Iterator[Client]:
     try:
         lsp = Client(process)
         params = {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": {}}
+        if initialization_options is not None:
+            params["initializationOptions"] = initialization_options
         capabilities = lsp.request("initialize", params)["capabilities"]
         assert capabilities["codeActionProvider"]
         lsp.send("initialized", {}, request=False)
@@ -164,6 +169,14 @@ def client(tmp_path: Path) -> Iterator[Client]:
 @pytest.fixture
 def instrumented(tmp_path: Path) -> Iterator[Client]:
     with serving(tmp_path, [sys.executable, "-c", INSTRUMENTED]) as lsp:
+        yield lsp
+
+
+@pytest.fixture
+def hinting(tmp_path: Path) -> Iterator[Client]:
+    """A server whose client turned the inlay hints on, as the README shows."""
+    options = {"settings": {"inlayHints": True}}
+    with serving(tmp_path, [sys.executable, "-m", "shapecheck", "--lsp"], options) as lsp:
         yield lsp
 
 
@@ -343,3 +356,177 @@ def test_d18_changes_during_a_check_supersede_it(instrumented: Client, tmp_path:
     instrumented.send("test/release", {}, request=False)
     published = instrumented.wait_for(method="textDocument/publishDiagnostics")
     assert (published["version"], published["diagnostics"]) == (3, [])
+
+
+# --- shapes in the editor, links to the rules, fixing all -----------------------------------
+
+EXAMPLE = (ROOT / "examples" / "attention_mistakes.py").read_text(encoding="utf-8")
+
+
+def position(text: str, code: str, within: str | None = None) -> dict[str, int]:
+    """The LSP position (UTF-16 columns) of ``code``'s first occurrence (after ``within``'s)."""
+    index = text.index(code, text.index(within) if within else 0)
+    line_start = text.rfind("\n", 0, index) + 1
+    units = len(text[line_start:index].encode("utf-16-le")) // 2
+    return {"line": text.count("\n", 0, index), "character": units}
+
+
+def hover(client: Client, uri: str, where: dict[str, int]) -> Any:
+    return client.request("textDocument/hover", {"textDocument": {"uri": uri}, "position": where})
+
+
+def inlay_hints(client: Client, uri: str, first: int = 0, last: int = 999) -> Any:
+    where = {"start": {"line": first, "character": 0}, "end": {"line": last, "character": 0}}
+    return client.request("textDocument/inlayHint", {"textDocument": {"uri": uri}, "range": where})
+
+
+def fix_all(client: Client, uri: str, *only: str) -> Any:
+    params = {
+        "textDocument": {"uri": uri},
+        "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}},
+        "context": {"diagnostics": [], "only": list(only)},
+    }
+    return client.request("textDocument/codeAction", params)
+
+
+def test_hover_on_a_tensor_shows_its_shape_role_and_layout(client: Client, tmp_path: Path) -> None:
+    uri = (tmp_path / "attention_mistakes.py").as_uri()
+    client.open(uri, EXAMPLE)
+    reply = hover(client, uri, position(EXAMPLE, "scores = "))
+    assert reply["contents"] == {
+        "kind": "markdown",
+        "value": "`scores: [batch, ?, q_len, self.head_dim]` · attention scores, not scaled"
+        "\n\nlayout: contiguous",
+    }
+    assert offset(EXAMPLE, reply["range"]["start"]) == EXAMPLE.index("scores = ")
+    assert offset(EXAMPLE, reply["range"]["end"]) == EXAMPLE.index(" = torch.matmul(q")
+    # a name where it is read: the value that reaches it
+    used = hover(client, uri, position(EXAMPLE, "q,", within="scores = "))
+    assert used["contents"]["value"] == (
+        "`q: [batch, self.num_heads, q_len, self.head_dim]`"
+        "\n\nlayout: not contiguous (`.transpose(1, 2)`, line 25)"
+    )
+    returned = hover(client, uri, position(EXAMPLE, "return self.fc_out"))
+    assert returned["contents"]["value"].startswith("`return: [batch, q_len, d_model]`")
+    assert hover(client, uri, position(EXAMPLE, "import torch")) is None
+
+
+def test_hover_says_how_scores_were_scaled_and_what_a_mask_means(
+    client: Client, tmp_path: Path
+) -> None:
+    text = (
+        "import math\nimport torch\n\n\n"
+        "def attend(q, k, seq):\n"
+        "    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])\n"
+        "    keep = torch.tril(torch.ones(seq, seq, dtype=torch.bool))\n"
+        "    return scores.masked_fill(~keep, float('-inf')).softmax(dim=-1)\n"
+    )
+    uri = (tmp_path / "model.py").as_uri()
+    client.open(uri, text)
+    scores = hover(client, uri, position(text, "scores"))["contents"]["value"]
+    assert scores.startswith("`scores: ")
+    assert "· attention scores, scaled by 1/sqrt(q.shape[-1])" in scores
+    keep = hover(client, uri, position(text, "keep"))["contents"]["value"]
+    assert keep == (
+        "`keep: [seq, seq]` · boolean mask, True = attend\n\nlayout: contiguous · dtype: bool"
+    )
+
+
+def test_hover_counts_columns_in_utf16_as_the_client_does(client: Client, tmp_path: Path) -> None:
+    """The emoji is two UTF-16 units, one character, four UTF-8 bytes (``ast``'s columns)."""
+    text = "import torch\n\nx = torch.zeros(2, 3)\nlabel = '😀'; y = x.transpose(0, 1)\n"
+    uri = (tmp_path / "model.py").as_uri()
+    client.open(uri, text)
+    reply = hover(client, uri, position(text, "y ="))
+    assert reply["contents"]["value"] == (
+        "`y: [3, 2]`\n\nlayout: not contiguous (`.transpose(0, 1)`, line 4) · dtype: float32"
+    )
+    assert offset(text, reply["range"]["start"]) == text.index("y =")
+
+
+def test_inlay_hints_are_off_unless_the_client_asks(client: Client, tmp_path: Path) -> None:
+    uri = (tmp_path / "attention_mistakes.py").as_uri()
+    client.open(uri, EXAMPLE)
+    assert hover(client, uri, position(EXAMPLE, "scores = ")) is not None  # analysed
+    assert inlay_hints(client, uri) == []
+
+
+def test_inlay_hints_show_each_assignments_shape(hinting: Client, tmp_path: Path) -> None:
+    uri = (tmp_path / "attention_mistakes.py").as_uri()
+    hinting.open(uri, EXAMPLE)
+    hints = inlay_hints(hinting, uri)
+    # each hint sits right after the name it describes, as a type hint does
+    shown = [(EXAMPLE[: offset(EXAMPLE, h["position"])].split()[-1], h["label"]) for h in hints]
+    heads = "[batch, self.num_heads, q_len, self.head_dim]"
+    unknown = "[batch, self.num_heads, ?, self.head_dim]"
+    swapped = "[batch, ?, q_len, self.head_dim]"  # what SC201's wrong transpose makes
+    assert shown == [
+        ("q", f": {heads}"),
+        ("k", f": {unknown}"),
+        ("v", f": {unknown}"),
+        ("scores", f": {swapped}"),
+        ("weights", f": {swapped}"),
+        ("out", f": {swapped}"),
+        ("out", ": [batch, q_len, ?*self.head_dim]"),
+    ]
+    assert all(h["kind"] == 1 for h in hints)  # a type
+    assert hints[3]["tooltip"] == f"scores: {swapped} · attention scores, not scaled"
+    scores_line = position(EXAMPLE, "scores = ")["line"]
+    only_there = inlay_hints(hinting, uri, scores_line, scores_line)
+    assert [h["label"] for h in only_there] == [f": {swapped}"]
+
+
+def test_an_inlay_hints_setting_that_is_not_a_boolean_is_shown(tmp_path: Path) -> None:
+    options = {"settings": {"inlayHints": "yes"}}
+    with serving(tmp_path, [sys.executable, "-m", "shapecheck", "--lsp"], options) as lsp:
+        uri = (tmp_path / "attention_mistakes.py").as_uri()
+        lsp.open(uri, EXAMPLE)
+        assert inlay_hints(lsp, uri) == []
+        [shown] = lsp.shown_messages()
+        assert "inlayHints must be true or false" in shown["message"]
+
+
+def test_diagnostics_link_to_their_rules_documentation(client: Client, tmp_path: Path) -> None:
+    client.open((tmp_path / "model.py").as_uri(), BAD_VIEW)
+    [diagnostic] = client.wait_for(method="textDocument/publishDiagnostics")["diagnostics"]
+    href = diagnostic["codeDescription"]["href"]
+    assert href.startswith("file:///")
+    from shapecheck.rule import rule_by_code
+
+    rule = rule_by_code("SC101")
+    assert rule is not None
+    documented = Path(href.removeprefix("file://")).read_text(encoding="utf-8")
+    assert 'code = "SC101"' in documented and rule.documentation().splitlines()[1] in documented
+    client.open((tmp_path / "broken.py").as_uri(), "def f(:\n")
+    [unreadable] = client.wait_for(method="textDocument/publishDiagnostics")["diagnostics"]
+    assert unreadable["code"] == "SC000" and "codeDescription" not in unreadable
+
+
+def test_fix_all_applies_the_safe_fixes_as_fix_does_and_no_unsafe_one(
+    client: Client, tmp_path: Path
+) -> None:
+    text = BAD_VIEW + "\n\n" + UNSCALED.removeprefix("import torch\n")  # SC101 safe, SC301 not
+    path = tmp_path / "model.py"
+    path.write_text(text, encoding="utf-8")
+    uri = path.as_uri()
+    client.open(uri, text)
+    [action] = fix_all(client, uri, "source.fixAll")
+    assert action["kind"] == "source.fixAll.shapecheck"
+    assert action["title"] == "shapecheck: apply 1 safe fix"
+    fixed = apply(text, action["edit"]["changes"][uri])
+    assert run_python("-m", "shapecheck", "--no-cache", "--fix", "model.py", cwd=tmp_path)
+    assert fixed == path.read_text(encoding="utf-8")  # what `shapecheck --fix` wrote
+    assert ".contiguous().view(" in fixed and "sqrt" not in fixed
+    # asked for by kind only: not among the quick fixes, which do not run the fixer
+    assert fix_all(client, uri, "quickfix") == []
+    assert [a["kind"] for a in fix_all(client, uri, "source")] == ["source.fixAll.shapecheck"]
+    everything = client.code_actions(uri, WHOLE_DOCUMENT)
+    assert "source.fixAll.shapecheck" not in [a["kind"] for a in everything]
+
+
+def test_fix_all_offers_nothing_where_only_unsafe_fixes_remain(
+    client: Client, tmp_path: Path
+) -> None:
+    uri = (tmp_path / "model.py").as_uri()
+    client.open(uri, UNSCALED)
+    assert fix_all(client, uri, "source.fixAll.shapecheck") == []
