@@ -46,6 +46,14 @@ NONE = NoneFact()
 
 
 @dataclass(frozen=True)
+class DtypeOf(Fact):
+    """A tensor's dtype read off it (``x.dtype``): ``dtype`` as the tensor's fact says,
+    ``None`` for the model's (an activation, a parameter, a floating buffer)."""
+
+    dtype: str | None
+
+
+@dataclass(frozen=True)
 class QualifiedName(Fact):
     """A module, class or function reached through an import: ``torch.nn.functional``."""
 
@@ -170,6 +178,23 @@ class HeadsAxis:
 
     def from_end(self) -> int:
         return self.axis - self.rank if self.rank is not None else self.axis
+
+
+@dataclass(frozen=True)
+class Positions:
+    """Values that count positions or grow with them (a rotary phase ``t * inv_freq``).
+    16 bits cannot hold them: bfloat16 rounds every position above 256, float16 above 2048.
+    Once rounded, casting back to float32 brings nothing back."""
+
+    made: ast.AST
+    """The ``torch.arange`` that counted them."""
+    rounded: ast.AST | None = None
+    """Where they went 16-bit: a cast (``.type_as(self.inv_freq)``, ``.half()``), an
+    ``arange(..., dtype=...)``, or integers times a 16-bit buffer."""
+    dtype: str | None = None
+    """``float16``/``bfloat16`` written out; ``None``: the model's (see ``like``)."""
+    like: ast.expr | None = None
+    """The tensor whose dtype they took (``self.inv_freq``), for messages."""
 
 
 @dataclass(frozen=True)
@@ -329,7 +354,9 @@ class TensorFact(Fact):
     scalar: Scale | None = None
     """The number a 0-d tensor holds (``torch.tensor(head_dim)``)."""
     dtype: str | None = None
-    """``float16``, ``bfloat16``, ``float32``, ``float64``, ``bool``…; ``None``: the model's."""
+    """``float16``, ``bfloat16``, ``float32``, ``float64``, ``bool``, ``int64``…; ``None``:
+    the model's. A floating buffer or parameter has the model's dtype, whatever it was built
+    in: ``model.to(torch.bfloat16)`` casts it."""
     polarity: str | None = None
     """For a mask: ``attend`` (True where attention is allowed) or ``block``."""
     weights: bool = False
@@ -362,6 +389,9 @@ class TensorFact(Fact):
     """While the rank is unknown: the shape as another tensor's leading sizes and a tail."""
     tiled: Tiling | None = None
     """An axis that holds whole copies one after another (see :class:`Tiling`)."""
+    positions: Positions | None = field(default=None, compare=False)
+    """Values that count positions (``torch.arange``), or grow with them (a rotary phase
+    ``t * inv_freq``), and where they were rounded to 16 bits (see :class:`Positions`)."""
     heads: HeadsAxis | None = None
     """An axis split off the features that counts heads, not positions (see
     :class:`HeadsAxis`)."""

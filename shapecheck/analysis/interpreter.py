@@ -25,6 +25,7 @@ from shapecheck.analysis.facts import (
     OPPOSITE_POLARITY,
     UNKNOWN,
     ClassRef,
+    DtypeOf,
     Fact,
     FunctionNode,
     FunctionRef,
@@ -68,6 +69,7 @@ from shapecheck.analysis.ops import (
 )
 from shapecheck.analysis.ops.arithmetic import arithmetic
 from shapecheck.analysis.ops.axes import last_two_swapped, reversed_axes
+from shapecheck.analysis.ops.constructors import moved_with_module
 from shapecheck.analysis.ops.masks import negated
 from shapecheck.analysis.ops.products import matrix_product
 
@@ -609,6 +611,8 @@ class Interpreter:
                 shape = tensors[0].shape
                 if all(tensor.shape is not None for tensor in tensors):
                     shape = functools.reduce(broadcast_shapes, (t.shape for t in tensors))
+                elif shape is not None:  # the unknown side may grow its size-1 axes
+                    shape = tuple(Dim.symbol("?") if dim.value == 1 else dim for dim in shape)
                 return TensorFact(
                     shape=shape,
                     origin=node,
@@ -719,6 +723,8 @@ class Interpreter:
             return SizeFact(tensor.shape) if tensor.shape is not None else UNKNOWN
         if attribute == "ndim":
             return IntFact(Dim.constant(tensor.rank)) if tensor.rank is not None else UNKNOWN
+        if attribute == "dtype":
+            return DtypeOf(tensor.dtype)
         if attribute in ("T", "mT"):
             anchor = self.context.attribute_name(node)
             call = OpCall(attribute, node, anchor, tensor, node.value, self)
@@ -772,6 +778,8 @@ class Interpreter:
             if isinstance(left, TensorFact):
                 scalar = left.scalar.power(power) if left.scalar and power is not None else None
                 return flow(left, Family.ELEMENTWISE, origin=node, scalar=scalar)
+            if isinstance(right, TensorFact):  # base ** (positions / d): inverse frequencies
+                return flow(right, Family.ELEMENTWISE, origin=node, scalar=None)
             if isinstance(left, IntFact | ScalarFact) or isinstance(right, ScalarFact):
                 base = scale_of(left)
                 return ScalarFact(scale=base.power(power) if base and power is not None else None)
@@ -1079,7 +1087,7 @@ class Interpreter:
             return
         written, fact = string_literal(named[1]), stored[0]
         if isinstance(fact, TensorFact):
-            fact = replace(fact, from_number=None)  # built once, moved with the module
+            fact = moved_with_module(fact)
         if written is not None:
             key = f"self.{written}"
             self._forget_name(key)

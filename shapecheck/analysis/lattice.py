@@ -115,6 +115,7 @@ FLOWS: dict[str, dict[Family, Flow]] = {
     "prefixed": _flows(F, F, K, K, K, K, K),
     "tiled": _flows(F, F, K, K, K, K, K),
     "heads": _flows(F, F, K, K, K, K, K),
+    "positions": _flows(K, K, K, F, F, K, F),
 }
 """How each field passes through each family. ``unknown_rank`` is kept, and set by
 :func:`flow` where an op loses the rank; ``uncertain`` always flows on."""
@@ -219,6 +220,7 @@ MERGES: dict[str, tuple[Merge, str]] = {
     "prefixed": (_agree, "the same prefix and tail on both branches"),
     "tiled": (_either, "tiled on either branch (`if mask is not None: mask = mask.repeat(...)`)"),
     "heads": (_agree, "where both branches split the features alike"),
+    "positions": (_either, "positions on either branch"),
 }
 """How each field of a tensor fact merges, and why."""
 

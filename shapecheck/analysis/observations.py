@@ -10,7 +10,7 @@ import ast
 from dataclasses import dataclass
 
 from shapecheck.analysis.dims import Dim
-from shapecheck.analysis.facts import PrefixedShape, Product, TensorFact
+from shapecheck.analysis.facts import Positions, PrefixedShape, Product, TensorFact
 from shapecheck.analysis.layout import Reinterpretation
 
 
@@ -187,6 +187,15 @@ class TensorFromNumber:
     call: ast.Call
 
 
+@dataclass(frozen=True)
+class PositionsInLowPrecision:
+    """Positions rounded to 16 bits (see ``facts.Positions``) read by ``cos``/``sin``: the
+    angles of rotary or sinusoidal embeddings come out wrong."""
+
+    positions: Positions
+    read_by: ast.AST
+
+
 Observation = (
     WeightsScaled
     | IncompatibleView
@@ -205,4 +214,5 @@ Observation = (
     | FillValue
     | MaskBroadcast
     | TensorFromNumber
+    | PositionsInLowPrecision
 )

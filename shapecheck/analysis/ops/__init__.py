@@ -280,7 +280,14 @@ DTYPES = {
     "torch.float64": "float64",
     "torch.double": "float64",
     "torch.bool": "bool",
+    "torch.int64": "int64",
+    "torch.long": "int64",
+    "torch.int32": "int32",
+    "torch.int": "int32",
 }
+
+LOW_PRECISION = ("float16", "bfloat16")
+"""16-bit floats: 8 (bfloat16) or 11 (float16) bits of mantissa."""
 
 
 def string_literal(node: ast.expr) -> str | None:

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import ast
 import re
+from dataclasses import replace
 
 from shapecheck.analysis.dims import Dim
 from shapecheck.analysis.facts import (
     ACTIVATIONS,
     SAME_SHAPE,
     UNKNOWN,
+    DtypeOf,
     Fact,
     HeadsAxis,
     IntFact,
+    Positions,
     QualifiedName,
     ScalarFact,
     Scale,
@@ -24,11 +27,13 @@ from shapecheck.analysis.imports import dotted_name
 from shapecheck.analysis.lattice import Family, flow
 from shapecheck.analysis.layout import Layout
 from shapecheck.analysis.observations import (
+    PositionsInLowPrecision,
     TensorFromNumber,
     WeightsScaled,
 )
 from shapecheck.analysis.ops import (
     DTYPES,
+    LOW_PRECISION,
     Argument,
     OpCall,
     OpContext,
@@ -59,21 +64,55 @@ from shapecheck.analysis.ops.masks import check_mask, with_fill
 )
 def same_values(call: OpCall) -> Fact:
     dtype = call.receiver.dtype
+    like: Argument | None = None  # a tensor whose dtype is taken
     if call.name in _CAST_METHODS:
         dtype = _CAST_METHODS[call.name]
     elif call.name in ("to", "type"):
-        target = call.get(0, "dtype")
+        target = call.kwargs.get("dtype") or call.get(0)
+        if len(call.args) > 1 and target is call.args[0]:
+            target = call.args[1]  # .to(device, dtype)
         if target is not None:
             dtype = _cast(target, dtype, dtype_given="dtype" in call.kwargs)
+            like = target if isinstance(target[0], TensorFact | DtypeOf) else None
     elif call.name == "type_as":
+        like = call.get(0, "other")
         other = call.tensor_arg(0, "other")
         dtype = other.dtype if other is not None else None
+    positions = _rounded_by_cast(call, dtype, like)
     from_number = call.receiver.from_number
     if call.name in ("cuda", "type_as") or (call.name == "to" and _places(call)):
         from_number = None
     return flow(
-        call.receiver, Family.SAME_VALUES, origin=call.node, dtype=dtype, from_number=from_number
+        call.receiver,
+        Family.SAME_VALUES,
+        origin=call.node,
+        dtype=dtype,
+        from_number=from_number,
+        positions=positions,
     )
+
+
+def _rounded_by_cast(call: OpCall, dtype: str | None, like: Argument | None) -> Positions | None:
+    """The receiver's positions after a cast to ``dtype``: rounded by a 16-bit dtype, or by
+    the model's (that of an activation or a floating buffer, ``.type_as(self.inv_freq)``)."""
+    positions = call.receiver.positions
+    if positions is None or positions.rounded is not None:
+        return positions
+    if dtype in LOW_PRECISION:
+        return replace(positions, rounded=call.node, dtype=dtype)
+    if dtype is None and like is not None and _models_dtype(like[0]):
+        written = like[1]
+        if isinstance(written, ast.Attribute) and written.attr == "dtype":
+            written = written.value  # .to(x.dtype): x
+        return replace(positions, rounded=call.node, like=written)
+    return positions
+
+
+def _models_dtype(fact: Fact) -> bool:
+    """A tensor in the model's dtype, or that dtype read off one (``x.dtype``)."""
+    if isinstance(fact, DtypeOf):
+        return fact.dtype is None
+    return isinstance(fact, TensorFact) and fact.dtype is None
 
 
 def _cast(target: Argument, dtype: str | None, *, dtype_given: bool) -> str | None:
@@ -83,6 +122,8 @@ def _cast(target: Argument, dtype: str | None, *, dtype_given: bool) -> str | No
     fact, node = target
     if isinstance(fact, QualifiedName):
         return DTYPES.get(fact.name)
+    if isinstance(fact, DtypeOf):
+        return fact.dtype
     written = (dotted_name(node) or "") if isinstance(node, ast.expr) else ""
     if "device" in written.rsplit(".", 1)[-1]:
         return dtype  # .to(device), .to(x.device)
@@ -155,6 +196,16 @@ def elementwise(call: OpCall) -> Fact:
     elif receiver.scalar is not None and call.name in ("rsqrt", "torch.rsqrt"):
         scalar = receiver.scalar.power(-0.5)
     return flow(receiver, Family.ELEMENTWISE, origin=call.node, scalar=scalar)
+
+
+@tensor_op("cos", "sin", functions=torch_names("cos", "sin"))
+def trigonometric(call: OpCall) -> Fact:
+    """``cos``/``sin`` of phases: where the positions behind them were rounded to 16 bits,
+    the angles are wrong (rotary and sinusoidal embeddings)."""
+    positions = call.receiver.positions
+    if positions is not None and positions.rounded is not None and isinstance(call.node, ast.Call):
+        call.context.observe(PositionsInLowPrecision(positions, call.node))
+    return flow(call.receiver, Family.ELEMENTWISE, origin=call.node)
 
 
 @tensor_op(functions=functional_names("normalize"))
@@ -300,7 +351,31 @@ def _tensor_arithmetic(
         uncertain=left_tensor.uncertain or right_tensor.uncertain,
         guess=guess,
         heads=_kept_heads(shape, left_tensor, right_tensor),
+        positions=_phase(node, left_tensor, right_tensor),
     )
+
+
+def _phase(node: ast.AST, left: TensorFact, right: TensorFact) -> Positions | None:
+    """Positions combined with another tensor (``t[:, None] * self.inv_freq``) are phases
+    that grow with them. Integer positions take the other's float dtype: a buffer or
+    parameter of the module has the model's, which rounds them."""
+    positions = left.positions or right.positions
+    if positions is None or positions.rounded is not None:
+        return positions
+    for counted, other in ((left, right), (right, left)):
+        integral = counted.positions is not None and counted.dtype in ("int64", "int32")
+        written = _operand_of(node, other is left)
+        owned = (dotted_name(written) or "").startswith("self.") if written else False
+        if integral and owned and other.positions is None and other.dtype is None:
+            return replace(positions, rounded=node, like=written)
+    return positions
+
+
+def _operand_of(node: ast.AST, left: bool) -> ast.expr | None:
+    """The left or right operand of ``node``, a binary operation."""
+    if not isinstance(node, ast.BinOp):
+        return None
+    return node.left if left else node.right
 
 
 def _kept_heads(

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 
+from shapecheck.analysis.dims import Dim
 from shapecheck.analysis.facts import (
     SHAPE_PRESERVING,
     UNKNOWN,
+    DtypeOf,
     Fact,
     IntFact,
     ModuleFact,
+    Positions,
     QualifiedName,
     RepeatedFact,
     ScalarFact,
@@ -23,6 +27,7 @@ from shapecheck.analysis.observations import (
 )
 from shapecheck.analysis.ops import (
     DTYPES,
+    LOW_PRECISION,
     OpCall,
     function_op,
     new_tensor,
@@ -57,6 +62,59 @@ def tensor_constant(call: OpCall) -> Fact:
     )
     built_here = isinstance(call.node, ast.Call) and not on_purpose
     return new_tensor((), call.node, scalar=scalar, from_number=call.node if built_here else None)
+
+
+@function_op("torch.arange")
+def arange(call: OpCall) -> Fact:
+    """``torch.arange(end)``, ``(start, end[, step])``: positions, one axis. Integers unless
+    a dtype or a float bound says otherwise (PyTorch's rule); a 16-bit dtype, or the
+    model's (``dtype=self.inv_freq.dtype``), rounds them (see ``facts.Positions``)."""
+    bounds = call.args[:3]
+    length = call.context.size(*bounds[0]) if len(bounds) == 1 else None
+    written = call.get(None, "dtype")
+    positions = Positions(call.node)
+    if written is None:
+        floats = any(isinstance(fact, ScalarFact) for fact, _ in bounds)
+        dtype: str | None = "float32" if floats else "int64"
+    else:
+        dtype = written_dtype(written[0])
+        if in_low_precision(written[0]):
+            like = written[1].value if isinstance(written[1], ast.Attribute) else None
+            positions = Positions(call.node, call.node, dtype, like)
+    shape = (length if length is not None else Dim.symbol("?"),)
+    return new_tensor(shape, call.node, dtype=dtype, positions=positions)
+
+
+def written_dtype(fact: Fact) -> str | None:
+    """The dtype a ``dtype`` argument names: ``torch.float16``, or ``x.dtype``'s."""
+    if isinstance(fact, QualifiedName):
+        return DTYPES.get(fact.name)
+    return fact.dtype if isinstance(fact, DtypeOf) else None
+
+
+def in_low_precision(fact: Fact) -> bool:
+    """A 16-bit dtype written out, or the model's read off a tensor (``self.inv_freq.dtype``,
+    which ``model.to(torch.bfloat16)`` makes 16-bit)."""
+    if isinstance(fact, DtypeOf):
+        return fact.dtype is None or fact.dtype in LOW_PRECISION
+    return isinstance(fact, QualifiedName) and DTYPES.get(fact.name) in LOW_PRECISION
+
+
+@function_op("torch.nn.Buffer")
+def buffer(call: OpCall) -> Fact:
+    """``self.inv_freq = nn.Buffer(inv_freq)``: the tensor, which now moves and is cast
+    with the module (a floating one takes the model's dtype)."""
+    data = call.tensor_arg(0, "data")
+    if data is None:
+        return new_tensor(None, call.node)
+    return moved_with_module(data)
+
+
+def moved_with_module(tensor: TensorFact) -> TensorFact:
+    """A tensor the module owns (a buffer): ``.to(device)`` and ``.to(dtype)`` apply to it;
+    built once, it is no per-call constant."""
+    floating = tensor.dtype not in ("bool", "int64", "int32")
+    return replace(tensor, from_number=None, dtype=None if floating else tensor.dtype)
 
 
 @tensor_op(

@@ -517,7 +517,10 @@ def concatenate(call: OpCall) -> Fact:
     scalings = {tensor.scaling if tensor is not None else None for tensor in tensors}
     scaling = scalings.pop() if len(scalings) == 1 else None
     shape = _concatenated_shape(call, shapes)
-    return new_tensor(shape, call.node, *tensors, scaling=scaling)
+    # phases joined to themselves (``cat((freqs, freqs), dim=-1)``) are still phases
+    positions = [tensor.positions if tensor is not None else None for tensor in tensors]
+    phases = positions[0] if positions and None not in positions else None
+    return new_tensor(shape, call.node, *tensors, scaling=scaling, positions=phases)
 
 
 def _concatenated_shape(call: OpCall, shapes: list[tuple[Dim, ...]]) -> tuple[Dim, ...] | None:
