@@ -20,8 +20,9 @@ class RopeLowPrecision(Rule):
     ## What it does
     Finds positions (`torch.arange`) rounded to 16 bits before cos/sin turn them into
     angles: cast with `.type_as(self.inv_freq)`, `.to(x.dtype)` or
-    `arange(..., dtype=self.inv_freq.dtype)` to the model's dtype (that of an activation, or
-    of a floating buffer or parameter, which `model.to(torch.bfloat16)` makes bfloat16),
+    `arange(..., dtype=self.inv_freq.dtype)` to the model's dtype (in an `nn.Module`, that of
+    an activation, or of a floating buffer or parameter, which `model.to(torch.bfloat16)`
+    makes bfloat16),
     written as `.bfloat16()`/`.half()`/`dtype=torch.bfloat16`, or integer positions times
     such a buffer. Rotary and sinusoidal embeddings alike.
 
@@ -62,7 +63,8 @@ class RopeLowPrecision(Rule):
     formula) by up to 2.0 over 2048 positions (fixtures/SC703_*.py). Traps that stay quiet:
     `arange(..., dtype=torch.float32)`, `.float()` positions, frequencies kept as a plain
     float32 attribute, phases under `torch.autocast(..., enabled=False)` (a float32 model run
-    under autocast), positions that no cos/sin reads (masks, indices).
+    under autocast), positions that no cos/sin reads (masks, indices), a dtype read off a
+    tensor outside an `nn.Module` (a function's caller chooses it: `torch.signal.windows`).
     """
 
     code = "SC703"
@@ -74,8 +76,11 @@ class RopeLowPrecision(Rule):
         rounded = {}
         for found in analysis.observations(PositionsInLowPrecision):
             cast = found.positions.rounded
-            if cast is not None and cast not in rounded and not _precision_off(analysis, cast):
-                rounded[cast] = found.positions
+            if cast is None or cast in rounded or _precision_off(analysis, cast):
+                continue
+            if found.positions.dtype is None and not _in_module(analysis, cast):
+                continue  # outside a module, a dtype read off a tensor is the caller's choice
+            rounded[cast] = found.positions
         for cast, positions in rounded.items():
             rewrite = _float32_rewrite(analysis, cast)
             if positions.dtype is not None:
@@ -94,6 +99,12 @@ class RopeLowPrecision(Rule):
                 "tables",
                 fix=partial(_in_float32, cast, rewrite) if rewrite else None,
             )
+
+
+def _in_module(analysis: ModuleAnalysis, node: ast.AST) -> bool:
+    """In a method of an ``nn.Module``, where a dtype read off a tensor is the model's."""
+    cls = analysis.enclosing_class(node)
+    return cls is not None and analysis.is_module_class(cls)
 
 
 def _precision_off(analysis: ModuleAnalysis, node: ast.AST) -> bool:

@@ -395,6 +395,10 @@ class TensorFact(Fact):
     heads: HeadsAxis | None = None
     """An axis split off the features that counts heads, not positions (see
     :class:`HeadsAxis`)."""
+    cached: ast.AST | None = field(default=None, compare=False)
+    """Keys or values grown by a KV cache (``torch.cat([past_k, k], dim=2)``,
+    ``past_key_values.update(k, v, layer)``): the call that grew them. They are longer than
+    the queries of a decode step, so a causal mask must be aligned bottom-right."""
 
     @property
     def is_scores(self) -> bool:

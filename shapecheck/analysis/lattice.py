@@ -116,6 +116,7 @@ FLOWS: dict[str, dict[Family, Flow]] = {
     "tiled": _flows(F, F, K, K, K, K, K),
     "heads": _flows(F, F, K, K, K, K, K),
     "positions": _flows(K, K, K, F, F, K, F),
+    "cached": _flows(K, K, K, K, K, K, K),
 }
 """How each field passes through each family. ``unknown_rank`` is kept, and set by
 :func:`flow` where an op loses the rank; ``uncertain`` always flows on."""
@@ -221,6 +222,7 @@ MERGES: dict[str, tuple[Merge, str]] = {
     "tiled": (_either, "tiled on either branch (`if mask is not None: mask = mask.repeat(...)`)"),
     "heads": (_agree, "where both branches split the features alike"),
     "positions": (_either, "positions on either branch"),
+    "cached": (_either, "grown by a cache on either branch (`if past is not None: k = cat(...)`)"),
 }
 """How each field of a tensor fact merges, and why."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import replace
 
 from shapecheck.analysis.dims import Dim, product
@@ -29,6 +30,7 @@ from shapecheck.analysis.observations import (
     ReinterpretingView,
 )
 from shapecheck.analysis.ops import (
+    Argument,
     OpCall,
     OpContext,
     as_tensor,
@@ -520,7 +522,50 @@ def concatenate(call: OpCall) -> Fact:
     # phases joined to themselves (``cat((freqs, freqs), dim=-1)``) are still phases
     positions = [tensor.positions if tensor is not None else None for tensor in tensors]
     phases = positions[0] if positions and None not in positions else None
-    return new_tensor(shape, call.node, *tensors, scaling=scaling, positions=phases)
+    return new_tensor(
+        shape,
+        call.node,
+        *tensors,
+        scaling=scaling,
+        positions=phases,
+        cached=call.node if _grows_a_cache(call, first) else None,
+    )
+
+
+_CACHE = re.compile(r"cache|past|prev|memor", re.IGNORECASE)
+"""How code names what it cached from earlier steps (``past_key_value``, ``self.cache_k``,
+``layer_past``, ``prev_k``, Transformer-XL's ``mems``/``memory``)."""
+
+
+def _grows_a_cache(call: OpCall, listed: Argument | None) -> bool:
+    """``torch.cat([past_k, k], dim=2)``: earlier steps' keys joined before the new ones
+    along a sequence axis (not the features, the last)."""
+    if call.name not in ("torch.cat", "torch.concat", "torch.concatenate") or listed is None:
+        return False
+    items = listed[1].elts if isinstance(listed[1], ast.List | ast.Tuple) else []
+    if len(items) < 2 or not _CACHE.search(ast.unparse(items[0])):
+        return False
+    axis = call.int_arg(1, "dim")
+    return axis is not None and axis != -1
+
+
+@tensor_op("update")
+def cache_update(call: OpCall) -> Fact:
+    """``past_key_values.update(k, v, layer_idx)`` (Hugging Face's ``Cache``; tensors have
+    no ``update``): the keys and values of every step so far, shaped like the new ones but
+    longer along the sequence (axis -2)."""
+    written = ast.unparse(call.receiver_node) if call.receiver_node is not None else ""
+    keys, values = call.tensor_arg(0, "key_states"), call.tensor_arg(1, "value_states")
+    if not _CACHE.search(written) or keys is None or values is None:
+        return UNKNOWN
+    return TupleFact(tuple(_grown(tensor, call.node) for tensor in (keys, values)))
+
+
+def _grown(tensor: TensorFact, by: ast.AST) -> TensorFact:
+    shape = tensor.shape
+    if shape is not None and len(shape) >= 2:
+        shape = (*shape[:-2], Dim.symbol("?"), shape[-1])
+    return new_tensor(shape, by, tensor, dtype=tensor.dtype, heads=tensor.heads, cached=by)
 
 
 def _concatenated_shape(call: OpCall, shapes: list[tuple[Dim, ...]]) -> tuple[Dim, ...] | None:
