@@ -198,6 +198,23 @@ class Positions:
 
 
 @dataclass(frozen=True)
+class PositionTable:
+    """cos/sin of positions (a rotary or sinusoidal table), whose axis ``axis`` (counted from
+    the end) runs over the positions: ``[T, D]`` has them at -2, as rotary code builds them.
+    Broadcast onto a tensor, that axis must meet the tensor's sequence axis."""
+
+    made: ast.AST
+    """The ``cos``/``sin`` call."""
+    axis: int
+
+    def moved(self, landed: dict[int, int], old_rank: int, new_rank: int) -> PositionTable | None:
+        """The table after an op that put old axis ``i`` at ``landed[i]``; ``None`` if the
+        positions axis was dropped."""
+        new = landed.get(old_rank + self.axis)
+        return None if new is None else PositionTable(self.made, new - new_rank)
+
+
+@dataclass(frozen=True)
 class SizeFact(Fact):
     """A tuple of sizes: ``x.shape``, ``x.size()``, ``(B, L, H, D)``."""
 
@@ -395,6 +412,8 @@ class TensorFact(Fact):
     heads: HeadsAxis | None = None
     """An axis split off the features that counts heads, not positions (see
     :class:`HeadsAxis`)."""
+    table: PositionTable | None = None
+    """cos/sin of positions, and which axis runs over them (see :class:`PositionTable`)."""
     cached: ast.AST | None = field(default=None, compare=False)
     """Keys or values grown by a KV cache (``torch.cat([past_k, k], dim=2)``,
     ``past_key_values.update(k, v, layer)``): the call that grew them. They are longer than

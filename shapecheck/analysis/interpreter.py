@@ -1526,6 +1526,11 @@ def _bind_arguments(
             arguments[keyword] = fact
         elif signature.kwarg is None:
             return None  # no such parameter: Python raises
+    for param in params:  # an integer left at its default (``unsqueeze_dim=1``) is that number
+        default = param.default
+        value = default.value if isinstance(default, ast.Constant) else None
+        if param.name not in arguments and type(value) is int:
+            arguments[param.name] = IntFact(Dim.constant(value))
     return arguments
 
 
@@ -1679,7 +1684,10 @@ def _index_tensor(tensor: TensorFact, node: ast.Subscript) -> Fact:
     memory = old_order.order if old_order is not None else None
     axis = 0
 
+    landed: dict[int, int] = {}  # old axis -> new axis, for a positions table
+
     def keep(position: int, dim: Dim) -> None:
+        landed[position] = len(shape)
         shape.append(dim)
         if memory is not None:
             order.append(memory[position])
@@ -1709,7 +1717,8 @@ def _index_tensor(tensor: TensorFact, node: ast.Subscript) -> Fact:
     layout = None
     if memory is not None and old_order is not None:
         layout = Layout(tuple(order)).renumbered(old_order.reordered_by)
-    return flow(tensor, Family.VIEW, shape=tuple(shape), layout=layout, origin=node)
+    table = tensor.table.moved(landed, len(tensor.shape), len(shape)) if tensor.table else None
+    return flow(tensor, Family.VIEW, shape=tuple(shape), layout=layout, origin=node, table=table)
 
 
 def _is_ellipsis(piece: ast.expr) -> bool:

@@ -117,6 +117,7 @@ FLOWS: dict[str, dict[Family, Flow]] = {
     "heads": _flows(F, F, K, K, K, K, K),
     "positions": _flows(K, K, K, F, F, K, F),
     "cached": _flows(K, K, K, K, K, K, K),
+    "table": _flows(F, F, K, F, F, K, F),
 }
 """How each field passes through each family. ``unknown_rank`` is kept, and set by
 :func:`flow` where an op loses the rank; ``uncertain`` always flows on."""
@@ -223,6 +224,7 @@ MERGES: dict[str, tuple[Merge, str]] = {
     "heads": (_agree, "where both branches split the features alike"),
     "positions": (_either, "positions on either branch"),
     "cached": (_either, "grown by a cache on either branch (`if past is not None: k = cat(...)`)"),
+    "table": (_agree, "the same table, laid out alike, on both branches"),
 }
 """How each field of a tensor fact merges, and why."""
 

@@ -10,7 +10,14 @@ import ast
 from dataclasses import dataclass
 
 from shapecheck.analysis.dims import Dim
-from shapecheck.analysis.facts import Positions, PrefixedShape, Product, TensorFact
+from shapecheck.analysis.facts import (
+    HeadsAxis,
+    Positions,
+    PositionTable,
+    PrefixedShape,
+    Product,
+    TensorFact,
+)
 from shapecheck.analysis.layout import Reinterpretation
 
 
@@ -196,6 +203,19 @@ class PositionsInLowPrecision:
     read_by: ast.AST
 
 
+@dataclass(frozen=True)
+class TableOnHeads:
+    """A positions table broadcast onto a tensor whose heads sit where the table's positions
+    land (``q`` in ``[B, T, H, D]`` times ``cos`` of ``[T, D]``): each head gets a position,
+    the tokens none."""
+
+    node: ast.AST
+    table: PositionTable
+    heads: HeadsAxis
+    tensor: ast.expr | None
+    """The operand whose heads it is, as written."""
+
+
 Observation = (
     WeightsScaled
     | IncompatibleView
@@ -215,4 +235,5 @@ Observation = (
     | MaskBroadcast
     | TensorFromNumber
     | PositionsInLowPrecision
+    | TableOnHeads
 )

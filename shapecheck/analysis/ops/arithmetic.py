@@ -16,6 +16,7 @@ from shapecheck.analysis.facts import (
     HeadsAxis,
     IntFact,
     Positions,
+    PositionTable,
     QualifiedName,
     ScalarFact,
     Scale,
@@ -28,6 +29,7 @@ from shapecheck.analysis.lattice import Family, flow
 from shapecheck.analysis.layout import Layout
 from shapecheck.analysis.observations import (
     PositionsInLowPrecision,
+    TableOnHeads,
     TensorFromNumber,
     WeightsScaled,
 )
@@ -205,7 +207,10 @@ def trigonometric(call: OpCall) -> Fact:
     positions = call.receiver.positions
     if positions is not None and positions.rounded is not None and isinstance(call.node, ast.Call):
         call.context.observe(PositionsInLowPrecision(positions, call.node))
-    return flow(call.receiver, Family.ELEMENTWISE, origin=call.node)
+    rank = call.receiver.rank
+    # phases [T, D] (or [B, T, D]): the positions run along the axis before the features
+    table = PositionTable(call.node, -2) if positions and rank != 1 else None
+    return flow(call.receiver, Family.ELEMENTWISE, origin=call.node, table=table)
 
 
 @tensor_op(functions=functional_names("normalize"))
@@ -350,7 +355,7 @@ def _tensor_arithmetic(
         dtype=_promoted(left_tensor.dtype, right_tensor.dtype),
         uncertain=left_tensor.uncertain or right_tensor.uncertain,
         guess=guess,
-        heads=_kept_heads(shape, left_tensor, right_tensor),
+        heads=_kept_heads(shape, left_tensor, right_tensor, context, node),
         positions=_phase(node, left_tensor, right_tensor),
     )
 
@@ -379,11 +384,21 @@ def _operand_of(node: ast.AST, left: bool) -> ast.expr | None:
 
 
 def _kept_heads(
-    shape: tuple[Dim, ...] | None, left: TensorFact, right: TensorFact
+    shape: tuple[Dim, ...] | None,
+    left: TensorFact,
+    right: TensorFact,
+    context: OpContext,
+    node: ast.AST,
 ) -> HeadsAxis | None:
     """The heads axis of an operand as wide as the result (``q * cos``: the table broadcasts
-    onto ``q``'s axes, which keep their meaning); none where the operands disagree."""
+    onto ``q``'s axes, which keep their meaning); none where the operands disagree. A
+    positions table whose positions land on those heads is observed."""
     rank = None if shape is None else len(shape)
+    for tensor, table in ((left, right.table), (right, left.table)):
+        heads = tensor.heads
+        if heads is not None and table is not None and heads.from_end() == table.axis:
+            written = _operand_of(node, tensor is left)
+            context.observe(TableOnHeads(node, table, heads, written))
     kept = {side.heads for side in (left, right) if side.heads is not None and side.rank == rank}
     return kept.pop() if len(kept) == 1 else None
 

@@ -19,6 +19,7 @@ from shapecheck.analysis.facts import (
     TensorFact,
     Tiling,
     TupleFact,
+    Unknown,
     fresh_shape,
 )
 from shapecheck.analysis.imports import dotted_name
@@ -344,12 +345,15 @@ def unsqueeze(call: OpCall) -> Fact:
     position = axis % rank
     shape = (*receiver.shape[:position], Dim.constant(1), *receiver.shape[position:])
     layout = receiver.layout.materialise(rank - 1) if receiver.layout else None
+    landed = {old: old + (old >= position) for old in range(rank - 1)}
+    table = receiver.table.moved(landed, rank - 1, rank) if receiver.table else None
     return flow(
         receiver,
         Family.VIEW,
         shape=shape,
         layout=layout.with_axis_inserted(position) if layout else None,
         origin=call.node,
+        table=table,
     )
 
 
@@ -557,7 +561,7 @@ def cache_update(call: OpCall) -> Fact:
     written = ast.unparse(call.receiver_node) if call.receiver_node is not None else ""
     keys, values = call.tensor_arg(0, "key_states"), call.tensor_arg(1, "value_states")
     if not _CACHE.search(written) or keys is None or values is None:
-        return UNKNOWN
+        return Unknown("call", f"{written}.update")  # another object's update: unmodelled
     return TupleFact(tuple(_grown(tensor, call.node) for tensor in (keys, values)))
 
 
