@@ -29,6 +29,7 @@ from shapecheck.analysis.facts import (
     IntFact,
     ScalarFact,
     Scale,
+    ShapePrefix,
     TensorFact,
     TupleFact,
 )
@@ -50,7 +51,8 @@ class Description:
     kind: str
     """``tensor``, ``size`` (an ``int`` that sizes tensors) or ``number`` (a scale)."""
     axes: tuple[str, ...] | None = None
-    """A tensor's sizes (``...`` first: more axes of unknown number); ``None``: rank unknown."""
+    """A tensor's sizes; first ``...``, ``*batch`` or ``*h.shape[:-1]`` where more axes of
+    unknown number lead; ``None``: rank unknown."""
     value: str | None = None
     """A size or number, in sizes: ``num_heads``, ``1/sqrt(self.head_dim)``."""
     role: str | None = None
@@ -398,10 +400,23 @@ def _describe(name: str, fact: Fact | None, scope: _Scope, lines: Lines) -> Desc
 def _axes(fact: TensorFact, scope: _Scope) -> tuple[str, ...] | None:
     if fact.shape is not None:
         return tuple(str(scope.dim(dim)) for dim in fact.shape)
+    if fact.prefixed is not None:  # [*batch, seq, d]: leading axes of unknown number
+        tail = (str(scope.dim(dim)) for dim in fact.prefixed.tail)
+        return (_leading(fact.prefixed.prefix), *tail)
     last = scope.dim(fact.known_last) if fact.known_last is not None else None
     if last is not None and not last.has_unknown:  # an nn.Linear's output: [..., out_features]
         return ("...", str(last))
     return None
+
+
+def _leading(prefix: ShapePrefix) -> str:
+    """The leading axes as written: jaxtyping's ``*batch``, or ``*h.shape[:-1]``."""
+    if prefix.owner.startswith("*"):
+        return prefix.owner.split("@", 1)[0]  # "*batch@1": one *batch per call
+    sizes = (
+        f"{prefix.owner}.shape[:-{prefix.dropped}]" if prefix.dropped else f"{prefix.owner}.shape"
+    )
+    return f"*{sizes}"
 
 
 def _role(fact: TensorFact, scope: _Scope) -> str | None:

@@ -104,6 +104,40 @@ def test_a_return_line_notes_what_it_returns(cli: Cli, write: Write) -> None:
     assert row(helper.output, 9).endswith("# return: [n, heads, s, d//heads]")
 
 
+def test_leading_axes_of_unknown_number_keep_their_name(cli: Cli, write: Write) -> None:
+    """jaxtyping's ``*batch`` and Hugging Face's ``*hidden_states.shape[:-1]`` stay in front
+    of the axes that are known; none of those is lost."""
+    write(
+        "batched.py",
+        textwrap.dedent(
+            """\
+            import torch.nn as nn
+            from jaxtyping import Float
+            from torch import Tensor
+
+
+            def attend(q: Float[Tensor, "*batch seq d"], k: Float[Tensor, "*batch seq d"]):
+                return q @ k.transpose(-2, -1)
+
+
+            class Split(nn.Module):
+                def __init__(self, d_model, num_heads):
+                    super().__init__()
+                    self.head_dim = d_model // num_heads
+                    self.q_proj = nn.Linear(d_model, d_model)
+
+                def forward(self, hidden_states):
+                    hidden_shape = (*hidden_states.shape[:-1], -1, self.head_dim)
+                    return self.q_proj(hidden_states).view(hidden_shape)
+            """
+        ),
+    )
+    result = cli("--show-shapes", "batched.py")
+    assert "# q: [*batch, seq, d]; k: [*batch, seq, d]" in result.output
+    assert "# return: [*batch, seq, seq]" in result.output
+    assert "# return: [*hidden_states.shape[:-1], num_heads, self.head_dim]" in result.output
+
+
 def test_the_listing_says_each_tensors_role(cli: Cli, write: Write) -> None:
     write("model.py", MODEL)
     result = cli("--show-shapes", "model.py:Attention.forward")
