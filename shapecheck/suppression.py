@@ -30,6 +30,8 @@ _FILE_DIRECTIVE = re.compile(
     rf"#\s*shapecheck\s*:\s*noqa(?:\s*:\s*(?P<listed>{_CODES})|(?!\s*:))", re.IGNORECASE
 )
 _CODE = re.compile(r"[A-Z]+[0-9]+", re.IGNORECASE)
+_MAY_DIRECT = re.compile(r"noqa|shapecheck", re.IGNORECASE)
+"""A word every directive holds: a file without one has none to tokenize for."""
 
 
 @dataclass(frozen=True)
@@ -136,8 +138,8 @@ def _comments(text: str) -> list[tokenize.TokenInfo]:
     """Every comment, numbered as ``ast`` numbers lines: Python (and so ``ast``) also ends a
     line at a lone \\r, which tokenize reading a StringIO would not, so the lines are fed to
     tokenize with \\n ends."""
-    if "#" not in text:
-        return []
+    if "#" not in text or not _MAY_DIRECT.search(text):
+        return []  # most files: tokenizing them was a third of a whole check's time
     with_newlines = "\n".join(line.rstrip("\r\n") for line in physical_lines(text))
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(with_newlines).readline))
