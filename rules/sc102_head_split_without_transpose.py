@@ -9,7 +9,11 @@ from shapecheck.analysis import ModuleAnalysis
 from shapecheck.analysis.dims import format_shape
 from shapecheck.analysis.facts import TensorFact
 from shapecheck.analysis.layout import faithful_order, plan_view
-from shapecheck.analysis.observations import AttentionScores, ReinterpretingView
+from shapecheck.analysis.observations import (
+    AttentionScores,
+    ChannelsMovingView,
+    ReinterpretingView,
+)
 from shapecheck.fixes import Fix, FixRecipe, inverse, reorder
 from shapecheck.rule import Rule, Violation, assuming
 
@@ -62,9 +66,10 @@ class HeadSplitWithoutTranspose(Rule):
 
     def check(self, analysis: ModuleAnalysis) -> Iterator[Violation]:
         keys = _keys_viewed_as_transposed(analysis)
+        images = {seen.call for seen in analysis.observations(ChannelsMovingView)}
         for view in analysis.observations(ReinterpretingView):
-            if not view.moved.moves_forward or view.call in keys:
-                continue  # a merge (SC103), or keys SC201 reports
+            if not view.moved.moves_forward or view.call in keys or view.call in images:
+                continue  # a merge (SC103), keys SC201 reports, or an image's channels (SC104)
             moved = view.moved
             yield Violation(
                 view.anchor,

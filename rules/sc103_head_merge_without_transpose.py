@@ -9,7 +9,7 @@ from shapecheck.analysis import ModuleAnalysis
 from shapecheck.analysis.dims import format_shape
 from shapecheck.analysis.facts import TensorFact
 from shapecheck.analysis.layout import faithful_order
-from shapecheck.analysis.observations import ReinterpretingView
+from shapecheck.analysis.observations import ChannelsMovingView, ReinterpretingView
 from shapecheck.fixes import Fix, FixRecipe, reorder
 from shapecheck.rule import Rule, Violation, assuming
 
@@ -60,9 +60,10 @@ class HeadMergeWithoutTranspose(Rule):
     summary = "`view`/`reshape` merges heads back into features without a transpose"
 
     def check(self, analysis: ModuleAnalysis) -> Iterator[Violation]:
+        images = {seen.call for seen in analysis.observations(ChannelsMovingView)}
         for view in analysis.observations(ReinterpretingView):
-            if view.moved.moves_forward:
-                continue  # a split: SC102
+            if view.moved.moves_forward or view.call in images:
+                continue  # a split (SC102), or an image's channels (SC104)
             yield Violation(
                 view.anchor,
                 f"merges {format_shape(view.old_shape)} into {format_shape(view.new_shape)} "

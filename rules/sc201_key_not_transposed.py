@@ -171,6 +171,9 @@ def _contracts_wrong_axis(product: Product) -> str | None:
         return None
     if feature.value is not None and paired.value is None:
         return None  # a literal size seen elsewhere in the keys proves nothing
+    channels = keys.channels
+    if channels is not None and channels.axis - channels.rank == product.right_contracted:
+        return None  # keys [.., C, N] out of a convolution, to be contracted as they are
     positions = [index for index, dim in enumerate(keys.shape) if dim == feature]
     if len(positions) != 1:
         return None

@@ -215,6 +215,17 @@ class PositionTable:
 
 
 @dataclass(frozen=True)
+class ChannelsAxis:
+    """Axis ``axis`` of a ``rank``-axis tensor holds a convolution's output channels:
+    ``nn.Conv2d`` makes ``[N, C, H, W]``, each position's features laid out before the
+    positions. ``transpose``/``permute`` move it; a view keeps it where the axes up to it, or
+    from it on, stay as they were (``flatten(2)``: ``[N, C, H*W]``)."""
+
+    axis: int
+    rank: int
+
+
+@dataclass(frozen=True)
 class SizeFact(Fact):
     """A tuple of sizes: ``x.shape``, ``x.size()``, ``(B, L, H, D)``."""
 
@@ -274,6 +285,10 @@ class ModuleFact(Fact):
     dim_given: bool = False
     uncertain: bool = False
     """Known on some paths only (see ``SAME_SHAPE``): what it returns is then uncertain."""
+    spatial: tuple[Dim | None, ...] | None = None
+    """A convolution's spatial axes (``in_features``/``out_features`` are its channels): what
+    each size is divided by (1: kept, as with ``kernel_size=1`` or ``padding="same"``; ``p``:
+    a patch embedding's ``kernel_size=stride=p``), ``None`` where it is no such quotient."""
 
 
 ACTIVATIONS = frozenset(
@@ -412,6 +427,8 @@ class TensorFact(Fact):
     heads: HeadsAxis | None = None
     """An axis split off the features that counts heads, not positions (see
     :class:`HeadsAxis`)."""
+    channels: ChannelsAxis | None = None
+    """The axis of a convolution's channels (see :class:`ChannelsAxis`)."""
     table: PositionTable | None = None
     """cos/sin of positions, and which axis runs over them (see :class:`PositionTable`)."""
     cached: ast.AST | None = field(default=None, compare=False)

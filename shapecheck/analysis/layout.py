@@ -317,6 +317,50 @@ def reinterpreted_axis(old: tuple[Dim, ...], new: tuple[Dim, ...]) -> Reinterpre
     return None
 
 
+@dataclass(frozen=True)
+class ChannelsMove:
+    """A view between a channels-first map ``[B, C, *spatial]`` and channels-last values
+    ``[B, *spatial, C]`` (tokens ``[B, H*W, C]``, or a map ``[B, H, W, C]``) that keeps the
+    batch and the channels whole and regroups only the spatial axes. A view moves no data:
+    read the other way round, each pixel's "channels" are a run of one channel's pixels."""
+
+    channels: Dim
+    to_last: bool
+    """Channels-first values read as channels-last (a map as tokens); else the way back."""
+
+
+def moved_channels(old: tuple[Dim, ...], new: tuple[Dim, ...]) -> ChannelsMove | None:
+    """The channels that ``view(old -> new)`` moves between second and last place, if
+    provably so.
+
+    Both sides keep the batch axis; the channel axis is second on one side and last on the
+    other; the spatial axes (the rest) are at least three over both sides, so one side is an
+    image (``[B, L, C]`` against ``[B, C, L]`` is no map); and the channels and the pixels
+    each number more than one (a named size, as everywhere here, or a literal above 1): a
+    single channel or a single pixel reads the same either way.
+    """
+    if old == new or min(len(old), len(new)) < 3 or old[0] != new[0]:
+        return None
+    for first, last, to_last in ((old, new, True), (new, old, False)):
+        channels, pixels = first[1], (product(first[2:]), product(last[1:-1]))
+        if (
+            channels == last[-1]
+            and len(first) + len(last) - 4 >= 3
+            and _more_than_one(channels)
+            and any(_more_than_one(count) for count in pixels)
+        ):
+            return ChannelsMove(channels, to_last)
+    return None
+
+
+def _more_than_one(dim: Dim) -> bool:
+    """A named size (taken to be more than 1, as ``_strictly_more`` takes it) or a literal
+    above 1; an unknown may be 1."""
+    if dim.has_unknown:
+        return False
+    return bool(dim.factors) or dim.coefficient > 1
+
+
 def _strictly_more(larger: Dim, smaller: Dim) -> bool:
     """``larger`` is ``smaller`` times more named sizes, or times a literal above 1."""
     if larger.has_unknown or smaller.coefficient == 0:

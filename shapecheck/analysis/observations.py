@@ -18,7 +18,7 @@ from shapecheck.analysis.facts import (
     Product,
     TensorFact,
 )
-from shapecheck.analysis.layout import Reinterpretation
+from shapecheck.analysis.layout import ChannelsMove, Reinterpretation
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,20 @@ class ReinterpretingView:
     old_shape: tuple[Dim, ...]
     new_shape: tuple[Dim, ...]
     moved: Reinterpretation
+    guess: str | None = None
+    """What the old shape rests on, if a guess."""
+
+
+@dataclass(frozen=True)
+class ChannelsMovingView:
+    """``view``/``reshape`` between channels-first and channels-last values that keeps the
+    channel axis whole: a map ``[B, C, H, W]`` read as tokens ``[B, H*W, C]``, or back."""
+
+    call: ast.Call
+    anchor: ast.AST
+    old_shape: tuple[Dim, ...]
+    new_shape: tuple[Dim, ...]
+    moved: ChannelsMove
     guess: str | None = None
     """What the old shape rests on, if a guess."""
 
@@ -220,6 +234,7 @@ Observation = (
     WeightsScaled
     | IncompatibleView
     | ReinterpretingView
+    | ChannelsMovingView
     | AttentionScores
     | NoOpAxisOp
     | SizeMismatch

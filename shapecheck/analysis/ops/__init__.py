@@ -4,7 +4,8 @@ This module is the registry: a tensor op is registered once under its method nam
 ``torch.*`` spellings (the first argument is then the receiver); adding an op is one function
 in the module of its family, and every rule benefits. Anything not registered yields an
 unknown. The families: :mod:`.axes`, :mod:`.views`, :mod:`.arithmetic`, :mod:`.products`,
-:mod:`.reductions`, :mod:`.attention`, :mod:`.masks`, :mod:`.constructors`, and :mod:`.einops`.
+:mod:`.reductions`, :mod:`.attention`, :mod:`.masks`, :mod:`.constructors`, :mod:`.convolutions`
+and :mod:`.einops`.
 """
 
 from __future__ import annotations
@@ -311,6 +312,7 @@ from shapecheck.analysis.ops import (  # noqa: E402
     attention,
     axes,
     constructors,
+    convolutions,
     einops,
     masks,
     products,
@@ -323,6 +325,7 @@ __all__ = [
     "attention",
     "axes",
     "constructors",
+    "convolutions",
     "einops",
     "masks",
     "products",

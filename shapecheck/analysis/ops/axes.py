@@ -38,6 +38,9 @@ def reorder(
     heads = receiver.heads
     if heads is not None and heads.rank == len(permutation):  # so do the heads
         heads = dataclasses.replace(heads, axis=permutation.index(heads.axis))
+    channels = receiver.channels
+    if channels is not None and channels.rank == len(permutation):  # and the channels
+        channels = dataclasses.replace(channels, axis=permutation.index(channels.axis))
     return flow(
         receiver,
         Family.AXES,
@@ -47,6 +50,7 @@ def reorder(
         axis_op=AxisOp(name, call.node, len(receiver.shape), axes),
         tiled=tiled if tiled is not None and tiled.rank == len(permutation) else None,
         heads=heads if heads is not None and heads.rank == len(permutation) else None,
+        channels=channels if channels is not None and channels.rank == len(permutation) else None,
     )
 
 

@@ -10,6 +10,7 @@ from shapecheck.analysis.dims import Dim, product
 from shapecheck.analysis.facts import (
     UNKNOWN,
     AxisOp,
+    ChannelsAxis,
     Fact,
     HeadsAxis,
     IntFact,
@@ -24,8 +25,9 @@ from shapecheck.analysis.facts import (
 )
 from shapecheck.analysis.imports import dotted_name
 from shapecheck.analysis.lattice import Family, flow
-from shapecheck.analysis.layout import Layout, plan_view, reinterpreted_axis
+from shapecheck.analysis.layout import Layout, moved_channels, plan_view, reinterpreted_axis
 from shapecheck.analysis.observations import (
+    ChannelsMovingView,
     ExactDivisionAssumed,
     IncompatibleView,
     ReinterpretingView,
@@ -93,6 +95,13 @@ def _view_like(call: OpCall, sizes: list[Dim | None] | None, *, copies: bool) ->
                     call.node, call.anchor, receiver.shape, shape, moved, receiver.guess
                 )
             )
+        channels = moved_channels(receiver.shape, shape)
+        if channels is not None:
+            call.context.observe(
+                ChannelsMovingView(
+                    call.node, call.anchor, receiver.shape, shape, channels, receiver.guess
+                )
+            )
         rely_on_divisions(call.context, call.node, product(receiver.shape), product(shape))
     old = receiver.shape
     axis_op = None
@@ -114,6 +123,7 @@ def _view_like(call: OpCall, sizes: list[Dim | None] | None, *, copies: bool) ->
         origin=call.node,
         axis_op=axis_op,
         heads=_split_heads(call, old, shape),
+        channels=_kept_channels(receiver, shape),
     )
 
 
@@ -126,6 +136,20 @@ def _split_heads(
     if old is None or len(new) != len(old) + 1 or len(old) < 2 or new[:-2] != old[:-1]:
         return None
     return HeadsAxis(len(new) - 2, len(new), call.node)
+
+
+def _kept_channels(receiver: TensorFact, new: tuple[Dim, ...]) -> ChannelsAxis | None:
+    """A convolution's channels axis, where the view leaves it and every axis before it (or
+    after it) as they were: ``[N, C, H, W]`` flattened to ``[N, C, H*W]`` keeps it."""
+    channels, old = receiver.channels, receiver.shape
+    if channels is None or old is None or len(old) != channels.rank:
+        return None
+    front, back = channels.axis + 1, channels.rank - channels.axis
+    if new[:front] == old[:front]:
+        return ChannelsAxis(channels.axis, len(new))
+    if len(new) >= back and new[-back:] == old[-back:]:
+        return ChannelsAxis(len(new) - back, len(new))
+    return None
 
 
 _FAILED_VIEW = Layout(None)
