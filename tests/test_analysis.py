@@ -238,6 +238,31 @@ def attend(q, k):
     assert findings(source) == [(9, "SC201")]
 
 
+@pytest.mark.parametrize(
+    ("attempted", "fallback", "resolved"),
+    [
+        ("from flash_attn import flash_attn_func", "flash_attn_func = None", True),
+        (
+            "from flash_attn import flash_attn_func",
+            "from mypkg.reference import flash_attention as flash_attn_func",
+            True,
+        ),
+        ("import numpy as flash_attn_func", "from flash_attn import flash_attn_func", False),
+    ],
+)
+def test_an_import_error_fallback_keeps_the_name_the_try_imported(
+    attempted: str, fallback: str, resolved: bool
+) -> None:
+    """``try: from flash_attn import f / except ImportError: from .ref import x as f``: the
+    fallback stands in for the same API, so ``f`` is still flash-attn's; an import the
+    ``try`` did not make is no stand-in."""
+    from shapecheck.analysis.imports import collect_imports
+
+    source = f"try:\n    {attempted}\nexcept ImportError:\n    {fallback}\n"
+    imports = collect_imports(ast.parse(source))
+    assert (imports.get("flash_attn_func") == "flash_attn.flash_attn_func") is resolved
+
+
 def test_key_transpose_depends_on_rank() -> None:
     source = """\
     import torch
