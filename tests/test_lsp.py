@@ -100,6 +100,8 @@ class Client:
     def receive(self, timeout: float = 60) -> dict[str, Any]:
         stream = self.process.stdout
         assert stream is not None
+        # the pipe is read unbuffered: bytes a buffered reader had taken ahead would be a
+        # message select cannot see, and the client would wait for it in vain
         ready, _, _ = select.select([stream], [], [], timeout)
         assert ready, "the server said nothing"
         length = 0
@@ -107,7 +109,10 @@ class Client:
             name, _, value = line.decode().partition(":")
             if name.lower() == "content-length":
                 length = int(value)
-        message: dict[str, Any] = json.loads(stream.read(length))
+        body = b""
+        while len(body) < length and (chunk := stream.read(length - len(body))):
+            body += chunk  # an unbuffered read may return less than asked
+        message: dict[str, Any] = json.loads(body)
         self.received.append(message)
         failed = message.get("method") == "window/showMessage"
         assert not (failed and "Error in server" in message["params"]["message"]), message
@@ -140,6 +145,7 @@ def serving(
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
+        bufsize=0,
     )
     try:
         lsp = Client(process)
