@@ -322,6 +322,7 @@ def analyse(module: ast.Module, text: str, *, shapes: bool = True) -> ModuleAnal
     too_deep: list[TooDeep] = []
     try:
         top_level.run_block(module.body)
+        top_level.keep_call_sites()
         functions.append(top_level.result(module, "<module>"))
     except RecursionError:
         too_deep.append(TooDeep(module, "<module>"))
@@ -422,12 +423,19 @@ def _analyse_function(
     model: ClassModel | None,
     name: str,
 ) -> list[FunctionFacts | TooDeep]:
+    arguments = context.parameter_facts.get(node)
     interpreter = Interpreter(context, class_model=model)
     interpreter.inherit(node, closure)
     try:
-        interpreter.run_function(node, context.parameter_facts.get(node))
+        interpreter.run_function(node, arguments)
+        shown = interpreter.read_again()
+        if shown is not None:  # a parameter's rank came to light only after it was read
+            interpreter = Interpreter(context, class_model=model)
+            interpreter.inherit(node, closure)
+            interpreter.run_function(node, arguments, shown)
     except RecursionError:
         return [TooDeep(node, name)]
+    interpreter.keep_call_sites()
     results: list[FunctionFacts | TooDeep] = [interpreter.result(node, name)]
     for nested, nested_closure in interpreter.nested:
         results.extend(

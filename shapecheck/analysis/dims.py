@@ -24,6 +24,8 @@ class Symbol:
 
     name: str
     serial: int
+    unnamed_axis: bool = field(default=False, compare=False)
+    """An unknown size (``?``) of an axis a use showed to exist (see ``Dim.unnamed_axis``)."""
 
     @staticmethod
     def fresh(name: str) -> Symbol:
@@ -84,6 +86,21 @@ class Dim:
     @staticmethod
     def of(atom: Atom) -> Dim:
         return Dim(1, (atom,))
+
+    @staticmethod
+    def unnamed_axis() -> Dim:
+        """The size of an axis the code's use of a tensor showed to exist (``x.permute(0, 2, 1,
+        3)``: four axes) but never named: unknown, like ``?``, until an unpacking names it."""
+        return Dim(1, (Symbol("?", next(_serials), unnamed_axis=True),))
+
+    @property
+    def is_unnamed_axis(self) -> bool:
+        return (
+            self.coefficient == 1
+            and len(self.factors) == 1
+            and isinstance(self.factors[0], Symbol)
+            and self.factors[0].unnamed_axis
+        )
 
     @property
     def value(self) -> int | None:

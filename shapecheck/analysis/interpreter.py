@@ -72,6 +72,23 @@ from shapecheck.analysis.ops.axes import last_two_swapped, reversed_axes
 from shapecheck.analysis.ops.constructors import moved_with_module
 from shapecheck.analysis.ops.masks import negated
 from shapecheck.analysis.ops.products import matrix_product
+from shapecheck.analysis.usage import (
+    RANK_QUERIES,
+    SHOWING_FUNCTIONS,
+    SHOWING_METHODS,
+    Evidence,
+    ParameterUses,
+    RankByUse,
+    decide,
+    function_uses,
+    index_uses,
+    method_uses,
+    partner_uses,
+    shape_index_uses,
+    shape_owner,
+    size_name,
+    unpacking_uses,
+)
 
 PARAMETER_SCALING: tuple[ScaleEvidence, ...] | None = ()
 """What a function knows about the scaling of tensors passed in: nothing was applied to them
@@ -128,6 +145,8 @@ class ModuleContext:
     """What a call into the module returned, by callee and argument facts: following a call
     records nothing, so the same call gives the same answer (``k`` and ``v`` through
     ``repeat_kv``)."""
+    inlined_ranks: dict[tuple[object, ...], Mapping[str, RankByUse]] = field(default_factory=dict)
+    """For the same calls: the ranks the callee's uses showed for its parameters."""
 
     rebound_names: dict[FunctionNode, frozenset[str]] = field(default_factory=dict)
     """Per function, the names functions nested in it declare ``nonlocal``."""
@@ -244,6 +263,14 @@ class Interpreter:
         self.rebound_elsewhere: frozenset[str] = frozenset()
         """Names a nested function rebinds (``nonlocal y``): any call may change them."""
         """How many enclosing branches test for float16 (``x.dtype == torch.float16``)."""
+        self.passed: dict[str, list[TensorFact]] = {}
+        """Parameters handed in with an unknown rank, by name: the fact each started from and
+        the facts learned from it as the code showed more (see ``holds_passed``)."""
+        self.uses = ParameterUses()
+        self.statement: ast.stmt | None = None
+        self.call_sites: list[tuple[FunctionNode, dict[str, Fact] | None]] = []
+        """Arguments at each call of a module function, for ``ModuleContext.call_sites`` once
+        this interpretation is the one kept (see ``read_again``)."""
 
     # --- OpContext -------------------------------------------------------------------------
 
@@ -273,8 +300,14 @@ class Interpreter:
 
     # --- entry points ------------------------------------------------------------------------
 
-    def run_function(self, node: FunctionNode, arguments: dict[str, Fact] | None = None) -> Fact:
-        """Interpret ``node``'s body; ``arguments`` overrides the parameters' facts."""
+    def run_function(
+        self,
+        node: FunctionNode,
+        arguments: Mapping[str, Fact] | None = None,
+        shown: Mapping[str, RankByUse] | None = None,
+    ) -> Fact:
+        """Interpret ``node``'s body; ``arguments`` overrides the parameters' facts, and
+        ``shown`` gives parameters the rank their uses showed (see ``read_again``)."""
         self.function_name = node.name
         self.rebound_elsewhere = self.context.rebound_elsewhere(node)
         constructor = node.name == "__init__"
@@ -288,6 +321,8 @@ class Interpreter:
                 self.env[name] = UNKNOWN if constructor and isinstance(fact, TensorFact) else fact
             if name in self.rebound_elsewhere and name in self.env:
                 self.env[name] = _uncertain(self.env[name])
+            elif self.context.shapes and name in self.env:
+                self._passed_in(name, self.env[name], shown.get(name) if shown else None)
             if self.record and name in self.env:
                 self.bindings.append((param.node, name, self.env[name]))
         if node.returns is not None:
@@ -310,6 +345,7 @@ class Interpreter:
     # --- statements ---------------------------------------------------------------------------
 
     def _statement(self, statement: ast.stmt) -> bool:
+        self.statement = statement
         match statement:
             case ast.Expr(value=value):
                 self.eval(value)
@@ -363,6 +399,11 @@ class Interpreter:
         return True
 
     def _assign(self, targets: list[ast.expr], value: ast.expr) -> None:
+        if self.context.shapes and isinstance(value, ast.Tuple | ast.List):
+            for target in targets:  # b, n, h = *x.shape, heads: x's rank before it is spliced
+                shown = unpacking_uses(target, value)
+                if shown is not None and isinstance(shown[0], ast.Name):
+                    self._shows(shown[0], self.env.get(shown[0].id), shown[1])
         fact = self.eval(value)
         source = dotted_name(value)
         for target in targets:
@@ -507,7 +548,10 @@ class Interpreter:
             self._forget_name(key)
 
     def _unpack_shape(self, target: ast.expr, value: ast.expr) -> bool:
-        """``B, L, E = x.shape`` (or ``x.size()``): learn x's rank, name its sizes."""
+        """``B, L, E = x.shape`` (or ``x.size()``): learn x's rank, name its sizes;
+        ``B, L = x.shape[:2]``: name x's first sizes, whatever its rank."""
+        if isinstance(value, ast.Subscript):
+            return self._unpack_leading(target, value)
         receiver = _shape_receiver(value)
         if receiver is None or not isinstance(target, ast.Tuple | ast.List):
             return False
@@ -516,19 +560,50 @@ class Interpreter:
             return False
         key = dotted_name(receiver)
         tensor = self.env.get(key) if key is not None else None
-        if not isinstance(tensor, TensorFact):
+        if key is None or not isinstance(tensor, TensorFact):
             return False
+        shown = unpacking_uses(target, value)
+        if shown is not None and self.holds_passed(key, tensor):
+            self.uses.note(key, shown[1])
         if tensor.shape is None:
             shape = tuple(self._size_named(element) for element in elements)
+            last = self.env.get(dotted_name(elements[-1]) or "")
+            if tensor.known_last is not None and not isinstance(last, IntFact):
+                shape = (*shape[:-1], tensor.known_last)  # the width a linear layer took
             layout = tensor.layout.materialise(len(shape)) if tensor.layout else None
-            assert key is not None
-            self.env[key] = replace(tensor, shape=shape, layout=layout)
-            tensor = self.env[key]
-            assert isinstance(tensor, TensorFact)
+            tensor = self._learned(key, tensor, replace(tensor, shape=shape, layout=layout))
+        elif len(tensor.shape) == len(elements) and any(nameable := _nameable(tensor.shape)):
+            # sizes a use showed to exist (here or in a caller), which the code names now, as
+            # it names those of a tensor of unknown rank
+            shape = tuple(
+                self._size_named(element) if size_name(element) and can else dim
+                for element, dim, can in zip(elements, tensor.shape, nameable, strict=True)
+            )
+            tensor = self._learned(key, tensor, replace(tensor, shape=shape))
+        if self.record and self.context.shapes and receiver in self.facts:
+            self.facts[receiver] = tensor  # the tensor read there is the one now known
         assert tensor.shape is not None
         if len(tensor.shape) != len(elements):
             return False
         for element, dim in zip(elements, tensor.shape, strict=True):
+            self._bind(element, IntFact(dim))
+        return True
+
+    def _unpack_leading(self, target: ast.expr, value: ast.Subscript) -> bool:
+        """``B, L = x.shape[:2]`` while ``x``'s rank is unknown: ``B`` and ``L`` name its
+        first sizes, as ``x.shape[0]`` and ``x.shape[1]`` will once its rank is known."""
+        if not isinstance(target, ast.Tuple | ast.List) or any(
+            isinstance(element, ast.Starred) for element in target.elts
+        ):
+            return False
+        leading = self._leading_sizes(value)
+        owner = dotted_name(_shape_receiver(value.value) or value)
+        if leading is None or len(leading.dims) != len(target.elts) or owner is None:
+            return False
+        for axis, element in enumerate(target.elts):
+            dim = self._size_named(element)
+            if dim.is_named:
+                self.symbols[f"{owner}.shape[{axis}]"] = dim
             self._bind(element, IntFact(dim))
         return True
 
@@ -542,6 +617,16 @@ class Interpreter:
         if isinstance(bound, IntFact):
             return bound.dim
         return Dim.symbol(name)
+
+    def _passed_in(self, name: str, fact: Fact, shown: RankByUse | None) -> None:
+        """A tensor parameter of unknown rank: given the rank its uses showed where the
+        function is read again (``shown``), else followed for what its uses show."""
+        if not isinstance(fact, TensorFact) or fact.shape is not None:
+            return
+        if shown is None:
+            self.passed[name] = [fact]
+        else:
+            self.env[name] = self._shaped(name, fact, shown)
 
     def _parameter_fact(self, param: Parameter) -> Fact:
         """A parameter: a number when annotated or defaulted as one, otherwise a tensor
@@ -669,7 +754,12 @@ class Interpreter:
 
     def _name(self, name: str) -> Fact:
         if name in self.env:
-            return self.env[name]
+            fact = self.env[name]
+            if name in self.passed:  # a parameter read while its rank is unknown?
+                unknown = isinstance(fact, TensorFact) and fact.shape is None
+                if unknown and self.holds_passed(name, fact):
+                    self.uses.read(name, self.statement)
+            return fact
         if name in self.context.imports:
             return QualifiedName(canonical(self.context.imports[name]))
         if name in self.context.functions:
@@ -722,6 +812,7 @@ class Interpreter:
         if attribute == "shape":
             return SizeFact(tensor.shape) if tensor.shape is not None else UNKNOWN
         if attribute == "ndim":
+            self._asked(node.value, base)
             return IntFact(Dim.constant(tensor.rank)) if tensor.rank is not None else UNKNOWN
         if attribute == "dtype":
             return DtypeOf(tensor.dtype)
@@ -756,6 +847,8 @@ class Interpreter:
         right = self.eval(node.right)
         operator = node.op
         if isinstance(operator, ast.MatMult):
+            if self.context.shapes:
+                left, right = self._factors(node.left, left, node.right, right)
             left_tensor, right_tensor = as_tensor(left), as_tensor(right)
             if left_tensor is None or right_tensor is None:
                 return UNKNOWN
@@ -856,8 +949,10 @@ class Interpreter:
                 self.observe(AnnotationMismatch(node, spec.text, value, reason))
 
     def _subscript(self, node: ast.Subscript) -> Fact:
+        if self.context.shapes:
+            self._index_uses(node)
         base = self.eval(node.value)
-        prefix = self._shape_prefix(node)
+        prefix = self._shape_prefix(node) or self._leading_sizes(node)
         if prefix is not None:
             return prefix
         for piece in _subscript_pieces(node):
@@ -892,6 +987,22 @@ class Interpreter:
         if isinstance(base, TensorFact):
             return _index_tensor(base, node)
         return UNKNOWN
+
+    def _leading_sizes(self, node: ast.Subscript) -> SizeFact | None:
+        """``x.shape[:k]`` (or ``x.size()[:k]``) of a tensor whose rank is unknown: its first
+        ``k`` sizes, named as ``x.shape[i]`` is (code that takes ``k`` sizes takes them from a
+        tensor that has them)."""
+        window = _literal_slice(node)
+        owner = _shape_receiver(node.value)
+        if window is None or owner is None or window.step is not None or window.start:
+            return None
+        key = dotted_name(owner)
+        tensor = self.env.get(key) if key is not None else None
+        if not isinstance(tensor, TensorFact) or tensor.shape is not None:
+            return None
+        if window.stop is None or window.stop <= 0:
+            return None
+        return SizeFact(tuple(self.symbol(f"{key}.shape[{axis}]") for axis in range(window.stop)))
 
     def _shape_prefix(self, node: ast.Subscript) -> ShapePrefix | None:
         """``x.shape[:-k]`` (or ``x.size()[:-k]``) of a tensor whose rank is unknown: where
@@ -946,8 +1057,199 @@ class Interpreter:
             guess=guess or tensor.guess,
             prefixed=None,
         )
+        return self._learned(key, tensor, learned)
+
+    def _learned(self, key: str, tensor: TensorFact, learned: TensorFact) -> TensorFact:
+        """``key``, bound to ``tensor``, bound to what the code has shown of it: a parameter
+        that held what was passed in still does (see ``holds_passed``)."""
         self.env[key] = learned
+        if self.holds_passed(key, tensor):
+            self.passed[key].append(learned)
+            if tensor.shape is None and learned.shape is not None:
+                self.uses.learned(key, self.statement)
         return learned
+
+    def holds_passed(self, key: str, fact: Fact | None) -> bool:
+        """Does ``key`` hold what was passed in to the parameter of that name (as passed, or
+        as learned since)? A name bound again, or a tensor changed in place, holds another;
+        so does a join of branches that learned differently."""
+        return any(version is fact for version in self.passed.get(key, ()))
+
+    def _shows(
+        self, node: ast.expr, fact: Fact | None, evidence: Evidence, *, learn: bool = True
+    ) -> Fact | None:
+        """A use of the tensor ``node`` that shows something of its rank (see
+        :mod:`~shapecheck.analysis.usage`): noted where ``node`` names a parameter that still
+        holds what was passed in, and learned from here on where it fixes the rank or guesses
+        it (unless the op learns it itself: ``learn``). What ``node`` holds now."""
+        if not isinstance(node, ast.Name) or not isinstance(fact, TensorFact):
+            return fact
+        key = node.id
+        if self.holds_passed(key, fact):
+            self.uses.note(key, evidence)
+        if not learn or fact.shape is not None or self.env.get(key) is not fact:
+            return fact
+        shown = decide(key, [evidence])
+        if shown is None:
+            return fact
+        learned = self._learned(key, fact, self._shaped(key, fact, shown))
+        if self.record and node in self.facts:
+            self.facts[node] = learned  # the tensor read there is the one now known
+        return learned
+
+    def _shaped(self, key: str, fact: TensorFact, shown: RankByUse) -> TensorFact:
+        """``fact``, of unknown rank, with the rank its uses show: each size as an unpacking
+        names it, or as the code reads it (``key.shape[i]``), else unnamed; last axes already
+        known (a tail after a ``*batch``, a linear layer's width) keep their sizes."""
+        rank = shown.rank
+        shape = tuple(
+            self._size_called(size, f"{key}.shape[{index}]")
+            for index, size in enumerate(shown.sizes or (None,) * rank)
+        )
+        split = fact.prefixed
+        last = fact.known_last or shown.last
+        if split is not None and len(split.tail) <= rank:
+            shape = (*shape[: rank - len(split.tail)], *split.tail)
+        elif last is not None and rank:
+            shape = (*shape[:-1], last)
+        layout = fact.layout.materialise(rank) if fact.layout is not None else None
+        return replace(
+            fact,
+            shape=shape,
+            layout=layout,
+            unknown_rank=None,
+            guess=fact.guess or shown.guess,
+            prefixed=None,
+            known_last=None,
+        )
+
+    def _size_called(self, name: str | None, axis: str) -> Dim:
+        """The size of ``axis`` (``x.shape[1]``) where an unpacking names it ``name``: the
+        size the name holds already, else one named so. Where nothing names it, the size the
+        code read as ``axis`` before, else one unnamed (``Dim.unnamed_axis``), which reading
+        ``axis`` again gives: rules take two named sizes for different ones, and nothing says
+        this one differs from any other."""
+        bound = self.env.get(name) if name is not None else None
+        if isinstance(bound, IntFact):
+            return bound.dim
+        if name is not None:
+            return self.symbol(name)
+        if axis not in self.symbols:
+            self.symbols[axis] = Dim.unnamed_axis()
+        return self.symbols[axis]
+
+    def _factors(
+        self, left_node: ast.expr, left: Fact, right_node: ast.expr, right: Fact
+    ) -> tuple[Fact, Fact]:
+        """The factors of a matrix product, a factor of unknown rank taking the other's
+        where that is a batch of matrices (see ``usage.partner_uses``)."""
+        shown = partner_uses(dotted_name(left_node), right)
+        if shown is not None:
+            left = self._shows(left_node, left, shown) or left
+        shown = partner_uses(dotted_name(right_node), left)
+        if shown is not None:
+            right = self._shows(right_node, right, shown) or right
+        return left, right
+
+    def _asked(self, node: ast.expr, fact: Fact | None) -> None:
+        """The code asks the rank of ``node`` (``x.ndim``): if a parameter that still holds
+        what was passed in, it may take several, and no use shows its rank."""
+        if isinstance(node, ast.Name) and self.holds_passed(node.id, fact):
+            self.uses.asked.add(node.id)
+
+    def _method_uses(
+        self,
+        receiver_node: ast.expr,
+        receiver: Fact,
+        method: str,
+        args: list[Argument],
+        kwargs: dict[str, Argument],
+    ) -> tuple[Fact, list[Argument], dict[str, Argument]]:
+        """What ``receiver.<method>(...)`` shows of the ranks of its tensors, and them as
+        learned (``x.permute(0, 2, 1, 3)`` is 4-D; ``x.dim()`` asks)."""
+        if method not in SHOWING_METHODS:
+            return receiver, args, kwargs
+        if method in RANK_QUERIES and not args:
+            self._asked(receiver_node, receiver)
+        written = dotted_name(receiver_node) or "…"
+        for operand, evidence in method_uses(written, method, args, kwargs):
+            if operand is None:
+                receiver = self._shows(receiver_node, receiver, evidence) or receiver
+            else:
+                self._shows(operand[1], operand[0], evidence)
+        if method == "matmul" and args:
+            receiver, _ = self._factors(receiver_node, receiver, args[0][1], args[0][0])
+        refreshed = {keyword: self._refreshed(argument) for keyword, argument in kwargs.items()}
+        return receiver, [self._refreshed(argument) for argument in args], refreshed
+
+    def _function_uses(
+        self, name: str, args: list[Argument], kwargs: dict[str, Argument]
+    ) -> tuple[list[Argument], dict[str, Argument]]:
+        """What a call of the function ``name`` shows of the ranks of its tensors
+        (``torch.bmm(a, b)``: both 3-D; ``len(x.shape)`` asks), and them as learned."""
+        if name not in SHOWING_FUNCTIONS:
+            return args, kwargs
+        if name == "builtins.len" and len(args) == 1:
+            owner = shape_owner(args[0][1])
+            if owner is not None:
+                self._asked(owner, self.env.get(dotted_name(owner) or ""))
+        learns = name.startswith("einops.")  # einops learns the rank itself, naming sizes
+        for (fact, node), evidence in function_uses(name, args, kwargs):
+            self._shows(node, fact, evidence, learn=not learns)
+        if name == "torch.matmul" and len(args) == 2:
+            self._factors(args[0][1], args[0][0], args[1][1], args[1][0])
+        refreshed = {keyword: self._refreshed(argument) for keyword, argument in kwargs.items()}
+        return [self._refreshed(argument) for argument in args], refreshed
+
+    def _index_uses(self, node: ast.Subscript) -> None:
+        """``x.shape[3]`` (or ``x.size()[3]``) needs four axes; ``x[:, :, 0]`` three."""
+        owner = shape_owner(node.value)
+        if isinstance(owner, ast.Name):
+            axis = _single_index(node)
+            if axis is not None and self._may_show(owner.id):
+                self._shows(owner, self.env.get(owner.id), shape_index_uses(owner.id, axis))
+        elif isinstance(node.value, ast.Name) and self._may_show(node.value.id):
+            evidence = index_uses(node.value.id, node)
+            if evidence is not None:
+                self._shows(node.value, self.env.get(node.value.id), evidence)
+
+    def _may_show(self, name: str) -> bool:
+        """Could a use of ``name`` show anything: is it a tensor of unknown rank, or a
+        parameter that holds what was passed in? (Most are neither: no evidence is built.)"""
+        fact = self.env.get(name)
+        if not isinstance(fact, TensorFact):
+            return False
+        return fact.shape is None or self.holds_passed(name, fact)
+
+    def _refreshed(self, argument: Argument) -> Argument:
+        """An argument as its name holds it now, where a use just learned its rank."""
+        fact, node = argument
+        if isinstance(fact, TensorFact) and fact.shape is None and isinstance(node, ast.Name):
+            now = self.env.get(node.id)
+            if isinstance(now, TensorFact) and now.shape is not None:
+                return now, node
+        return argument
+
+    def read_again(self) -> dict[str, RankByUse] | None:
+        """Where a parameter was read before its rank was learned (in an earlier statement,
+        on another branch), or learned another rank than all its uses show: the ranks to
+        interpret the function with once more, known from the start (``None``: none)."""
+        learned = {
+            name: {fact.rank for fact in versions if fact.rank is not None}
+            for name, versions in self.passed.items()
+        }
+        again = self.uses.read_again(learned)
+        for name, shown in again.items():
+            widths = [fact.known_last for fact in self.passed[name] if fact.known_last]
+            if widths:  # a linear layer's width, the same size in any interpretation
+                again[name] = replace(shown, last=widths[-1])
+        return again or None
+
+    def keep_call_sites(self) -> None:
+        """This interpretation is the one kept: its calls of module functions tell the second
+        pass what their parameters are."""
+        for function, site in self.call_sites:
+            self.context.call_sites.setdefault(function, []).append(site)
 
     # --- calls ------------------------------------------------------------------------------
 
@@ -975,7 +1277,8 @@ class Interpreter:
                 return UNKNOWN
             op = OpCall(callee.kind, node, func, tensor, args[0][1], self, args[1:], kwargs, callee)
             result = transfer(op)
-            self._learn_width(args[0][1], tensor, callee)
+            linear = callee.kind == "torch.nn.Linear"
+            self._learn_width(args[0][1], tensor, callee.in_features if linear else None)
             return _uncertain(result) if callee.uncertain else result
         if isinstance(callee, FunctionRef):
             return self._inline(callee, node, args, kwargs)
@@ -1053,6 +1356,9 @@ class Interpreter:
         tensor = as_tensor(receiver)
         if tensor is None:
             return _unmodelled_call(node)
+        if self.context.shapes:
+            receiver, args, kwargs = self._method_uses(receiver_node, receiver, name, args, kwargs)
+            tensor = as_tensor(receiver) or tensor
         if name == "size":
             return self._size_call(receiver_node, tensor, args)
         if name in ("dim", "ndimension"):
@@ -1094,19 +1400,19 @@ class Interpreter:
             self.env[key] = fact
             self.paths.add(key)
 
-    def _learn_width(self, argument: ast.expr, tensor: TensorFact, module: ModuleFact) -> None:
-        """After ``self.proj(x)`` with ``proj = nn.Linear(E, ...)``, ``x`` is ``E`` wide."""
-        width = module.in_features
+    def _learn_width(self, argument: ast.expr, tensor: TensorFact, width: Dim | None) -> None:
+        """After ``self.proj(x)`` with ``proj = nn.Linear(E, ...)``, or ``F.linear(x, w)``
+        with ``w`` ``[out, E]``, ``x`` is ``E`` wide."""
         key = dotted_name(argument)
-        if module.kind != "torch.nn.Linear" or width is None or key not in self.env:
+        if width is None or key is None or key not in self.env:
             return
         last = tensor.last_dim
         if last is not None and not last.has_unknown:
             return
         if tensor.shape is None:
-            self.env[key] = replace(tensor, known_last=width)
+            self._learned(key, tensor, replace(tensor, known_last=width))
         elif tensor.shape:
-            self.env[key] = replace(tensor, shape=(*tensor.shape[:-1], width))
+            self._learned(key, tensor, replace(tensor, shape=(*tensor.shape[:-1], width)))
 
     def _rebind(self, target: ast.expr, fact: Fact) -> None:
         key = dotted_name(target)
@@ -1162,6 +1468,8 @@ class Interpreter:
             # torch.Tensor.unsqueeze_(y, 0) is y.unsqueeze_(0)
             receiver, receiver_node = args[0]
             return self._method(node, node.func, receiver, args[1:], kwargs, receiver_node)
+        if self.context.shapes:
+            args, kwargs = self._function_uses(name, args, kwargs)
         if name in FUNCTIONS:
             op = OpCall(name, node, node.func, TensorFact(), None, self, args, kwargs)
             return FUNCTIONS[name](op)
@@ -1172,7 +1480,12 @@ class Interpreter:
             if first is None or tensor is None:
                 return UNKNOWN
             op = OpCall(name, node, node.func, tensor, first[1], self, rest, kwargs)
-            return TENSOR_FUNCTIONS[name](op)
+            result = TENSOR_FUNCTIONS[name](op)
+            if name == "torch.nn.functional.linear":
+                weight = op.tensor_arg(0, "weight")
+                if weight is not None and weight.shape is not None and len(weight.shape) == 2:
+                    self._learn_width(first[1], tensor, weight.shape[1])
+            return result
         if name in ("math.sqrt", "numpy.sqrt"):
             root = scale_of(args[0][0]) if args else None
             return ScalarFact(scale=root.power(0.5) if root else None)
@@ -1242,7 +1555,7 @@ class Interpreter:
             # a recursive call says what the function passes itself, not what its callers
             # do: its parameters are then no one's to tell
             site = None if _within(node, function.node) else arguments
-            self.context.call_sites.setdefault(function.node, []).append(site)
+            self.call_sites.append((function.node, site))
         if arguments is not None:
             self._check_arguments(function, args, kwargs)
         if self.depth >= INLINE_DEPTH or arguments is None:
@@ -1258,6 +1571,7 @@ class Interpreter:
         if function.enclosed or any(_closes_over(fact) for fact in arguments.values()):
             key = None  # what it returns may depend on the names bound where it was defined
         returned = self.context.inlined.get(key) if key is not None else None
+        shown = self.context.inlined_ranks.get(key, {}) if key is not None else {}
         if returned is None:
             callee = Interpreter(
                 self.context, class_model=owner, record=False, depth=self.depth + 1
@@ -1267,9 +1581,31 @@ class Interpreter:
                 returned = callee.run_function(function.node, arguments)
             except RecursionError:  # deeper than Python's stack: a call it cannot follow
                 return _unmodelled_call(node)
+            shown = {name: rank for name in callee.passed if (rank := callee.uses.rank(name))}
             if key is not None:
                 self.context.inlined[key] = returned
+                self.context.inlined_ranks[key] = shown
+        if shown and self.context.shapes:
+            self._handed_uses(function.node.name, [*args, *kwargs.values()], arguments, shown)
         return _uncertain(returned) if function.uncertain else returned
+
+    def _handed_uses(
+        self,
+        callee: str,
+        given: list[Argument],
+        arguments: Mapping[str, Fact],
+        shown: Mapping[str, RankByUse],
+    ) -> None:
+        """A tensor handed to a function of the module has the rank the function's uses of
+        that parameter show (``repeat_kv(key, n)`` unpacks it into four sizes); a guess
+        there is a guess here."""
+        for fact, node in given:
+            for parameter, rank in shown.items():
+                if arguments.get(parameter) is fact and isinstance(node, ast.Name):
+                    guess = rank.guess and (
+                        f"`{node.id}` has {rank.rank} axes, as its use in `{callee}` suggests"
+                    )
+                    self._shows(node, fact, Evidence(rank.rank, exact=True, guess=guess))
 
 
 # --- helpers --------------------------------------------------------------------------------
@@ -1282,6 +1618,15 @@ def _tensor_parameter(name: str) -> TensorFact:
         scaling=PARAMETER_SCALING,
         unknown_rank=Unknown("parameter", name),
     )
+
+
+def _nameable(shape: tuple[Dim, ...]) -> list[bool]:
+    """Which sizes of a tensor an unpacking may name: those of axes a use showed to exist,
+    and every one where nothing but the rank is known (all a caller may tell). Another
+    unknown size, a concatenation's beside known ones, stays unknown: named, rules would
+    take it for different from every other."""
+    rank_only = all(dim.has_unknown for dim in shape)
+    return [dim.is_unnamed_axis or (rank_only and dim.has_unknown) for dim in shape]
 
 
 def _last_size(tensor: Fact | None, index: int) -> Dim | None:

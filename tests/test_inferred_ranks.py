@@ -1,0 +1,494 @@
+"""Ranks read from how a function uses its parameters (``shapecheck.analysis.usage``): what
+each use shows, from the start where it comes after the first reads, the guesses and how
+findings state them, and the look-alikes that show nothing."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from collections import Counter
+from collections.abc import Mapping
+
+import pytest
+
+from shapecheck.analysis import analyse
+from shapecheck.analysis.facts import Fact, FunctionNode, TensorFact
+from shapecheck.analysis.interpreter import Interpreter
+from shapecheck.analysis.usage import LIKELY_FROM, RankByUse
+from shapecheck.linter import lint_source
+from shapecheck.rule import all_rules
+
+HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\nimport einops\n\n"
+
+
+def _function_facts(source: str, function: str) -> list[tuple[ast.AST, str, Fact]]:
+    text = HEADER + textwrap.dedent(source)
+    functions = analyse(ast.parse(text), text).functions
+    [found] = [f for f in functions if f.name.rpartition(".")[2] == function]
+    return found.bindings
+
+
+def entry(source: str, name: str, function: str = "f") -> TensorFact:
+    """The fact parameter ``name`` of ``function`` starts from (in the interpretation kept:
+    the second, where its uses showed its rank only after it was read)."""
+    [fact] = [
+        fact
+        for node, bound, fact in _function_facts(source, function)
+        if bound == name and isinstance(node, ast.arg)
+    ]
+    assert isinstance(fact, TensorFact)
+    return fact
+
+
+def bound(source: str, name: str, function: str = "f") -> TensorFact:
+    """The fact the last assignment to ``name`` in ``function`` binds."""
+    facts = [
+        fact
+        for node, bound, fact in _function_facts(source, function)
+        if bound == name and not isinstance(node, ast.arg)
+    ]
+    assert isinstance(facts[-1], TensorFact)
+    return facts[-1]
+
+
+def shape(fact: TensorFact) -> list[str] | None:
+    return None if fact.shape is None else [str(dim) for dim in fact.shape]
+
+
+def findings(source: str) -> list[tuple[int, str, str]]:
+    rules = [rule() for rule in all_rules()]
+    result = lint_source((HEADER + textwrap.dedent(source)).encode(), "snippet.py", rules)
+    lines = HEADER.count("\n")
+    return [(d.line - lines, d.code, d.message) for d in result.diagnostics]
+
+
+# --- uses that fix the rank ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("unpacked", ["x.shape", "x.size()"])
+def test_an_unpacking_after_the_first_use_names_the_sizes_from_the_start(unpacked: str) -> None:
+    source = f"""\
+        def f(self, x):
+            qkv = x.relu()
+            B, N, C = {unpacked}
+            return qkv
+        """
+    assert shape(entry(source, "x")) == ["B", "N", "C"]
+    assert shape(bound(source, "qkv")) == ["B", "N", "C"]
+    assert entry(source, "x").guess is None
+
+
+def test_a_shape_spliced_into_an_unpacking_has_the_names_it_is_given() -> None:
+    source = """\
+        def f(self, q, k):
+            y = q.relu()
+            batch, heads, length, _, keys, device = *q.shape, k.shape[-2], q.device
+            return y
+        """
+    assert shape(entry(source, "q")) == ["batch", "heads", "length", "?"]
+    assert entry(source, "k").rank is None
+
+
+def test_an_unpacking_names_the_sizes_a_use_left_unnamed() -> None:
+    """``permute`` shows four axes but not their sizes, which stay unnamed (rules take two
+    named sizes for two different ones); ``B, H, L, D = x.shape`` names them after it."""
+    source = """\
+        def f(x):
+            y = x.permute(0, 2, 1, 3)
+            B, H, L, D = x.shape
+            z = x
+            return y
+        """
+    assert shape(bound(source, "y")) == ["?", "?", "?", "?"]
+    assert shape(bound(source, "z")) == ["B", "H", "L", "D"]
+
+
+def test_an_unpacking_leaves_sizes_unknown_for_other_reasons_unknown() -> None:
+    """A concatenated axis is unknown because the analysis cannot add: naming it would make
+    it a size of its own that rules take for different from every other."""
+    source = """\
+        def f(x):
+            y = torch.cat([torch.zeros(4, 5), torch.zeros(4, 5)], dim=1)
+            B, N = y.shape
+            z = y
+            return z
+        """
+    assert shape(bound(source, "z")) == ["4", "?"]
+
+
+@pytest.mark.parametrize(
+    ("call", "ranks"),
+    [
+        ("torch.bmm(a, b)", {"a": 3, "b": 3}),
+        ("a.bmm(b)", {"a": 3, "b": 3}),
+        ("torch.bmm(input=a, mat2=b)", {"a": 3, "b": 3}),
+        ("torch.baddbmm(c, a, b)", {"a": 3, "b": 3, "c": None}),
+        ("c.baddbmm(a, b)", {"a": 3, "b": 3, "c": None}),
+        ("torch.mm(a, b)", {"a": 2, "b": 2}),
+        ("torch.addmm(c, a, b)", {"a": 2, "b": 2, "c": None}),
+        ("a.permute(0, 2, 1, 3)", {"a": 4}),
+        ("a.view(a.size(0), a.size(1) * a.size(2))", {"a": 3}),
+        ("a.reshape((a.shape[0], a.shape[1]))", {"a": 2}),
+        ("a.view(a.size(0), -1)", {"a": None}),
+        ("a.view(a.size(1), a.size(0))", {"a": None}),
+        ("a.permute((0, 2, 1))", {"a": 3}),
+        ("torch.permute(a, (1, 0))", {"a": 2}),
+        ('torch.einsum("bhid,bhjd->bhij", a, b)', {"a": 4, "b": 4}),
+        ('torch.einsum("bid,...jd->bij", a, b)', {"a": 3, "b": None}),
+        ('einops.rearrange(a, "b n (h d) -> b h n d", h=4)', {"a": 3}),
+        ('einops.rearrange(a, "b ... d -> b d ...")', {"a": None}),
+    ],
+)
+def test_uses_that_fix_the_rank(call: str, ranks: dict[str, int | None]) -> None:
+    source = f"""\
+        def f(a, b, c):
+            first = a.relu(), b.relu(), c.relu()
+            z = {call}
+            return first
+        """
+    for name, rank in ranks.items():
+        fact = entry(source, name)
+        assert fact.rank == rank, name
+        assert fact.guess is None
+
+
+def test_a_rank_asked_of_what_a_name_holds_later_leaves_the_parameter_its_own() -> None:
+    source = """\
+        def f(x):
+            y = x.relu()
+            B, N, C = x.shape
+            x = x.flatten(1)
+            return x if x.ndim == 2 else y
+        """
+    assert shape(entry(source, "x")) == ["B", "N", "C"]
+
+
+def test_a_function_of_the_module_shows_the_rank_of_what_it_is_handed() -> None:
+    source = """\
+        def repeat_kv(hidden_states, n_rep):
+            batch, heads, length, head_dim = hidden_states.shape
+            return hidden_states
+
+        def f(module, key, value):
+            first = key.relu()
+            key_states = repeat_kv(key, module.groups)
+            value_states = repeat_kv(n_rep=2, hidden_states=value)
+            after = value
+            return key_states
+        """
+    assert entry(source, "key").rank == 4 and entry(source, "key").guess is None
+    assert bound(source, "first").rank == 4
+    assert bound(source, "after").rank == 4
+
+
+def test_a_method_shows_the_rank_of_what_it_is_handed() -> None:
+    source = """\
+        class Attention(nn.Module):
+            def split(self, t):
+                return t.permute(0, 2, 1, 3)
+
+            def f(self, x):
+                y = x.relu()
+                return self.split(x)
+        """
+    assert entry(source, "x").rank == 4
+
+
+def test_calls_that_hand_a_tensor_round_in_a_circle_show_nothing() -> None:
+    source = """\
+        def g(x):
+            return f(x)
+
+        def f(x):
+            return g(x)
+        """
+    assert entry(source, "x").rank is None
+    assert entry(source, "x", "g").rank is None
+
+
+def test_a_linear_layer_shows_the_width_of_its_input() -> None:
+    source = """\
+        class Attention(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.qkv = nn.Linear(dim, dim * 3)
+                self.weight = nn.Parameter(torch.randn(7, 5))
+
+            def forward(self, x):
+                qkv = self.qkv(x)
+                B, N, C = x.shape
+                return qkv
+
+            def f(self, x):
+                out = F.linear(x, self.qkv.weight)
+                after = x
+                return out
+
+            def g(self, x):
+                out = F.linear(x, self.weight)
+                after = x
+                return out
+        """
+    assert shape(entry(source, "x", "forward")) == ["B", "N", "dim"]
+    assert str(bound(source, "after", "f").known_last) == "dim"
+    assert str(bound(source, "after", "g").known_last) == "5"
+
+
+def test_leading_sizes_are_named_before_the_rank_is_known() -> None:
+    source = """\
+        def f(x, y):
+            batch, length = x.shape[:2]
+            z = y.view(*x.shape[:2], -1)
+            return x.view(batch, length, 4, -1)
+        """
+    assert shape(bound(source, "z")) == ["batch", "length", "?"]
+
+
+# --- guesses --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("use", "shown"),
+    [
+        ("x.transpose(2, 3)", "x.transpose(2, 3)"),
+        ("x.size(3)", "x.size(3)"),
+        ("x.shape[-4]", "x.shape[-4]"),
+        ("x[:, :, 0, :]", "x[:, :, 0, :]"),
+    ],
+)
+def test_a_use_of_the_fourth_axis_makes_it_4_d_on_a_guess(use: str, shown: str) -> None:
+    source = f"""\
+        def f(x):
+            first = x.relu()
+            y = {use}
+            return first
+        """
+    fact = entry(source, "x")
+    assert bound(source, "first").rank == LIKELY_FROM == 4
+    assert fact.guess == f"`x` has 4 axes, the fewest `{shown}` allows"
+
+
+@pytest.mark.parametrize("use", ["x.transpose(1, 2)", "x.size(2)", "x[:, :, 0]", "x.shape[:3]"])
+def test_a_use_of_the_first_three_axes_guesses_nothing(use: str) -> None:
+    source = f"""\
+        def f(x):
+            first = x.relu()
+            y = {use}
+            return first
+        """
+    assert entry(source, "x").rank is None
+
+
+def test_a_guess_a_function_makes_travels_to_its_callers_as_a_guess() -> None:
+    source = """\
+        def helper(t):
+            return t.transpose(2, 3)
+
+        def f(x):
+            first = x.relu()
+            return helper(x)
+        """
+    fact = entry(source, "x")
+    assert fact.rank == 4
+    assert fact.guess == "`x` has 4 axes, as its use in `helper` suggests"
+
+
+def test_a_factor_of_a_batched_product_takes_the_others_rank_on_a_guess() -> None:
+    source = """\
+        def f(q, k, value, x, weight):
+            scores = torch.matmul(q, k.transpose(2, 3))
+            out = torch.matmul(scores.softmax(dim=-1), value)
+            v = value
+            projected = x @ weight.permute(1, 0)
+            return out
+        """
+    assert bound(source, "out").rank == 4
+    v = bound(source, "v")
+    assert v.rank == 4
+    assert v.guess == "`value` has 4 axes, as the other factor of its matrix product does"
+    assert bound(source, "projected").rank is None  # a matrix is no batch of matrices
+
+
+def test_findings_on_a_guessed_rank_say_what_they_assume() -> None:
+    source = """\
+        def f(q, k):
+            d = k.size(3)
+            scores = torch.matmul(q, k.transpose(1, 2)) / d ** 0.5
+            return scores.softmax(dim=-1)
+        """
+    [(line, code, message)] = findings(source)
+    assert (line, code) == (3, "SC201")
+    assert message.endswith(
+        "(assuming `q` has 4 axes, as the other factor of its matrix product does)"
+    )
+
+
+def test_a_guessed_rank_proves_no_transpose_useless() -> None:
+    """``transpose(3, -1)`` does nothing only on exactly 4 axes, which is only a guess here."""
+    source = """\
+        def f(x):
+            first = x.relu()
+            return x.transpose(3, -1), first
+        """
+    assert entry(source, "x").guess is not None
+    assert findings(source) == []
+
+
+# --- look-alikes that show nothing -------------------------------------------------------------
+
+
+LOOK_ALIKES = {
+    "two ranks on two branches": """\
+        def f(x, flag):
+            if flag:
+                B, N, C = x.shape
+            else:
+                B, C, H, W = x.shape
+            return x.relu()
+        """,
+    "a rank the code tests": """\
+        def f(x):
+            if x.ndim == 4:
+                return x.flatten(2)
+            B, N, C = x.shape
+            return x
+        """,
+    "a rank the code asks with dim()": """\
+        def f(x):
+            y = x.relu()
+            B, N, C = x.shape
+            return y if x.dim() == 3 else y.flatten(1)
+        """,
+    "a rank the code asks with len()": """\
+        def f(x):
+            y = x.relu()
+            B, N, C = x.shape
+            return y if len(x.shape) == 3 else y
+        """,
+    "a name bound again before the use": """\
+        def f(x):
+            y = x.relu()
+            x = x.flatten(2)
+            B, N, C = x.shape
+            return y
+        """,
+    "a name bound again before a permute": """\
+        def f(x):
+            first = x.relu()
+            x = x.flatten(2)
+            return x.permute(0, 2, 1), first
+        """,
+    "a shape changed in place before a permute": """\
+        def f(x):
+            first = x.relu()
+            x.unsqueeze_(0)
+            return x.permute(0, 2, 1, 3), first
+        """,
+    "a name bound again in a loop before its use": """\
+        def f(x, layers):
+            first = x.relu()
+            for layer in layers:
+                x = layer(x)
+                B, N, C = x.shape
+            return first
+        """,
+    "a shape changed in place": """\
+        def f(x):
+            y = x.relu()
+            x.unsqueeze_(0)
+            B, N, C = x.shape
+            return y
+        """,
+    "a shape changed in place through an alias": """\
+        def f(x):
+            alias = x
+            alias.unsqueeze_(0)
+            B, N, C = x.shape
+            return alias
+        """,
+    "a comprehension's own name": """\
+        def f(x, xs):
+            y = x.relu()
+            return [x.permute(0, 2, 1) for x in xs]
+        """,
+    "a nested function's own name": """\
+        def f(x):
+            def inner(x):
+                B, N, C = x.shape
+            return x.relu()
+        """,
+    "a lambda's own name": """\
+        def f(x, xs):
+            return map(lambda x: x.permute(0, 2, 1), xs), x.relu()
+        """,
+    "a fixed rank below a bound": """\
+        def f(x):
+            first = x.relu()
+            y = x.size(3)
+            return x.permute(0, 2, 1)
+        """,
+    "a local that shadows a function of the module": """\
+        def helper(t):
+            return t.permute(0, 2, 1)
+
+        def f(x, other):
+            helper = other
+            return helper(x)
+        """,
+    "a layer, not a method": """\
+        class Attention(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.split = nn.Identity()
+
+            def f(self, x):
+                return self.split(x)
+        """,
+}
+
+
+@pytest.mark.parametrize("source", LOOK_ALIKES.values(), ids=LOOK_ALIKES)
+def test_look_alikes_show_no_rank(source: str) -> None:
+    assert entry(source, "x").rank is None
+
+
+def test_a_function_is_read_again_only_where_a_rank_came_to_light_late(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No walk of its own: the uses are those the interpretation meets, and a function is
+    interpreted a second time only where a parameter was read before its rank was learned;
+    a helper called from a hundred places is followed, never read again for it."""
+    kept = Counter[str]()
+    run_function = Interpreter.run_function
+
+    def counting(
+        self: Interpreter,
+        node: FunctionNode,
+        arguments: Mapping[str, Fact] | None = None,
+        shown: Mapping[str, RankByUse] | None = None,
+    ) -> Fact:
+        if self.record:
+            kept[node.name] += 1
+        return run_function(self, node, arguments, shown)
+
+    monkeypatch.setattr(Interpreter, "run_function", counting)
+    calls = "\n".join(f"    y{index} = helper(x{index})" for index in range(100))
+    parameters = ", ".join(f"x{index}" for index in range(100))
+    source = f"""\
+def helper(t):
+    return t.permute(0, 2, 1)
+
+def f({parameters}):
+{calls}
+
+def late(x):
+    y = x.relu()
+    B, N, C = x.shape
+    return y
+
+def early(x):
+    B, N, C = x.shape
+    return x.relu()
+"""
+    assert bound(source, "y99").rank == 3
+    assert kept == {"helper": 2, "f": 1, "late": 2, "early": 1}
