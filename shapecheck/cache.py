@@ -4,8 +4,13 @@ Entries live in ``<cache dir>/<fingerprint>/<hash of the content>.json``. The fi
 covers the shapecheck version, the Python that runs it (which decides what parses), its own
 source files (so an edited rule invalidates everything) and the rules that run; the key is
 the file's content, not its path or mtime, so a checkout, a rename or a ``touch`` costs
-nothing. Each entry is written to a temporary file and renamed into place: concurrent runs
-see a whole entry or none, never half of one. An entry that cannot be read, or holds
+nothing. A result that rests on other files of the project (an imported class's model, a
+helper followed into another file: see :mod:`shapecheck.project`) is stored with the path it
+was checked at and the content digest of every file it rests on (or that there was none
+where a module was looked for): it is a hit only at that path and while each of them is as
+it was, so editing ``layers.py`` checks ``model.py`` again. Each entry is written to a
+temporary file and renamed into place: concurrent runs see a whole entry or none, never half
+of one. An entry that cannot be read, or holds
 anything but diagnostics of the rules that run, is a miss: the file is checked again and the
 entry rewritten. Entries get the permissions of any file the user creates (the umask), so a
 cache shared by a team hits for everyone.
@@ -27,6 +32,7 @@ from typing import Any
 from shapecheck import __version__
 from shapecheck.diagnostics import INPUT_ERROR_CODE, Diagnostic, FixEdits, TextEdit
 from shapecheck.files import read_regular_file
+from shapecheck.project import Evidence, digest
 
 DEFAULT_DIRECTORY = ".shapecheck_cache"
 
@@ -36,6 +42,8 @@ class ResultCache:
         self.root = directory
         self.folder = directory / _fingerprint(codes)
         self.codes = frozenset([*codes, INPUT_ERROR_CODE])
+        self._digests: dict[str, str | None] = {}
+        """The content digest of each dependency, read once per run."""
 
     def get(self, path: str, data: bytes) -> list[Diagnostic] | None:
         """The diagnostics stored for ``data``, reported at ``path``; ``None`` on a miss."""
@@ -43,6 +51,8 @@ class ResultCache:
             entries = json.loads(read_regular_file(self.folder / _key(data)))
         except (OSError, ValueError, RecursionError):
             return None
+        if isinstance(entries, dict):
+            entries = self._still_valid(path, entries)
         if not isinstance(entries, list):
             return None
         diagnostics: list[Diagnostic] = []
@@ -53,9 +63,41 @@ class ResultCache:
             diagnostics.append(diagnostic)
         return diagnostics
 
-    def put(self, data: bytes, diagnostics: Sequence[Diagnostic]) -> None:
-        """Store ``diagnostics`` for ``data``; a cache that cannot be written is skipped."""
-        entries = [{**asdict(diagnostic), "path": None} for diagnostic in diagnostics]
+    def _still_valid(self, path: str, entry: dict[str, Any]) -> list[Any] | None:
+        """The diagnostics of an entry that rests on other files, if it was checked at
+        ``path`` and every one of them is as it was."""
+        dependencies = entry.get("dependencies")
+        if (
+            set(entry) != {"checked", "dependencies", "diagnostics"}
+            or entry["checked"] != os.path.abspath(path)
+            or not isinstance(dependencies, dict)
+        ):
+            return None
+        for dependency, recorded in dependencies.items():
+            if dependency not in self._digests:
+                self._digests[dependency] = digest(dependency)
+            if self._digests[dependency] != recorded:
+                return None
+        diagnostics = entry["diagnostics"]
+        return diagnostics if isinstance(diagnostics, list) else None
+
+    def put(
+        self,
+        data: bytes,
+        diagnostics: Sequence[Diagnostic],
+        checked: str | None = None,
+        dependencies: Evidence | None = None,
+    ) -> None:
+        """Store ``diagnostics`` for ``data``, checked at the path ``checked`` with a result
+        that rests on ``dependencies``; a cache that cannot be written is skipped."""
+        entries: Any = [{**asdict(diagnostic), "path": None} for diagnostic in diagnostics]
+        if dependencies:
+            assert checked is not None
+            entries = {
+                "checked": os.path.abspath(checked),
+                "dependencies": dependencies,
+                "diagnostics": entries,
+            }
         temporary = self.folder / f"{_key(data)}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
         try:
             self._prepare()

@@ -59,6 +59,9 @@ class Coverage:
     layout_known: int = 0
     unknown_values: int = 0
     """Call results in attention functions it could not model at all."""
+    from_other_files: int = 0
+    """Tensors in attention functions that calls followed into other files of the project
+    returned (a helper's result, an injected layer's output)."""
     reasons: Counter[str] = field(default_factory=Counter)
     """Why a tensor's rank, or a value, was unknown -> how often."""
 
@@ -73,6 +76,7 @@ class Coverage:
             "shape_known",
             "layout_known",
             "unknown_values",
+            "from_other_files",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.reasons.update(other.reasons)
@@ -90,6 +94,7 @@ class Coverage:
                 "layout_known": self.layout_known,
             },
             "unknown_values": self.unknown_values,
+            "from_other_files": self.from_other_files,
             "reasons": [
                 {"reason": reason, "count": count} for reason, count in self.top_reasons(top)
             ],
@@ -107,7 +112,7 @@ def measure(item: tuple[str, bytes]) -> tuple[Coverage | None, list[Diagnostic]]
     if isinstance(source, Diagnostic):
         return None, [source]
     try:
-        analysis = analyse(source.module, source.text)
+        analysis = analyse(source.module, source.text, path=None if path == "-" else path)
         return coverage(path, analysis), [part.diagnostic(path) for part in analysis.too_deep]
     except Exception as error:  # reported for this file; the others go on
         from shapecheck.run import failure
@@ -118,6 +123,7 @@ def measure(item: tuple[str, bytes]) -> tuple[Coverage | None, list[Diagnostic]]
 def coverage(path: str, analysis: ModuleAnalysis) -> Coverage:
     """What the analysis of one file knew."""
     report = Coverage(path)
+    followed = analysis.project.followed if analysis.project is not None else set()
     attention = {observation.softmax for observation in analysis.observations(AttentionScores)}
     report.attention_softmax = len(attention)
     for function in analysis.functions:
@@ -135,6 +141,7 @@ def coverage(path: str, analysis: ModuleAnalysis) -> Coverage:
         report.attention_functions += 1
         for node, fact in function.facts.items():
             _count(report, function, node, fact)
+            report.from_other_files += node in followed and isinstance(fact, TensorFact)
     return report
 
 
@@ -280,6 +287,8 @@ def render_text(reports: list[Coverage], total: Coverage, top: int) -> str:
         f"{percent(total.layout_known, tensors)}; {count(total.unknown_values, 'call')} "
         "not understood at all"
     )
+    if total.from_other_files:
+        summary += f"; {count(total.from_other_files, 'tensor')} from other files of the project"
     rows.append("\n" + textwrap.fill(summary, width=100))
     if total.reasons:
         rows.append("\nwhy ranks and values were unknown:")

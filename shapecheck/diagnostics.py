@@ -85,6 +85,9 @@ class FileResult:
     diagnostics: list[Diagnostic]
     complete: bool = True
     """False when shapecheck failed on part of the file (an internal error): not cached."""
+    dependencies: dict[str, str | None] = field(default_factory=dict)
+    """The project's other files the result rests on: path -> SHA-256 of the content read,
+    or ``None`` where a module was looked for and none was (see :mod:`shapecheck.project`)."""
 
     @property
     def unreadable(self) -> bool:

@@ -50,7 +50,8 @@ def lint_source(data: bytes, path: str, rules: Sequence[Rule]) -> FileResult:
 
 
 def lint_parsed(source: Source, rules: Sequence[Rule]) -> FileResult:
-    analysis = analyse(source.module, source.text)
+    # the project's files are found from where this one lies (stdin without a name lies nowhere)
+    analysis = analyse(source.module, source.text, path=None if source.path == "-" else source.path)
     found: list[tuple[Rule, Violation]] = []
     crashed: list[Diagnostic] = []
     ran: set[str] = set()
@@ -74,7 +75,13 @@ def lint_parsed(source: Source, rules: Sequence[Rule]) -> FileResult:
     too_deep = [part.diagnostic(source.path) for part in analysis.too_deep]
     # not cached: how deep the analysis may go depends on the stack it runs on
     complete = not crashed and not too_deep
-    return FileResult(source.path, sorted([*diagnostics, *crashed, *too_deep]), complete=complete)
+    dependencies = analysis.project.evidence if analysis.project is not None else {}
+    return FileResult(
+        source.path,
+        sorted([*diagnostics, *crashed, *too_deep]),
+        complete=complete,
+        dependencies=dependencies,
+    )
 
 
 def _diagnostics(

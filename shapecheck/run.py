@@ -53,9 +53,9 @@ def check_files(
         else:
             results.append(FileResult(path, cached))
     checked = _check_all(pending, codes, jobs)
-    for (_, content), result in zip(pending, checked, strict=True):
+    for (path, content), result in zip(pending, checked, strict=True):
         if cache is not None and result.complete:
-            cache.put(content, result.diagnostics)
+            cache.put(content, result.diagnostics, path, result.dependencies)
         results.append(result)
     return results
 

@@ -41,7 +41,25 @@ def test_linter_says_exactly_what_the_fixture_expects(path: Path) -> None:
 def test_fixture_states_its_runtime_truth(path: Path) -> None:
     docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
     assert "runtime:" in docstring, f"{path.name}: the docstring must say `runtime: ...`"
-    assert docstring.startswith(path.name[:5]), f"{path.name}: start the docstring with the code"
+    assert docstring.startswith(_codes(path)), f"{path.name}: start the docstring with the code"
+
+
+def _codes(path: Path) -> str:
+    """How a fixture's docstring starts: with its code (``SC101``), or for a module of a
+    fixture package (named as the module it stands for) with every code its marks use."""
+    if path.name.startswith("SC"):
+        return path.name[:5]
+    marks = read_marks(path)
+    return ", ".join(sorted({code for _, code in marks.expect | marks.ok})) + ":"
+
+
+def test_a_fixture_package_module_is_a_fixture() -> None:
+    """Modules of a fixture package that ``run`` are fixtures; the others (what they import)
+    are not, and neither is the package's ``fixed/``."""
+    names = {path.relative_to(path.parents[1]).as_posix() for path in FIXTURES}
+    assert {"project/layers.py", "project/model.py"} <= names
+    assert not names & {"project/attention.py", "project/configuration.py", "project/__init__.py"}
+    assert not any("fixed/" in name for name in names)
 
 
 # a suppression rule reports comments, which PyTorch never runs: no fixture can prove it

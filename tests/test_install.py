@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from shapecheck.confirm.fixtures import fixture_files
 from shapecheck.extras import DISTRIBUTION, TORCH_EXTRA_MODULES, torch_extra_message
 from tests.conftest import ROOT, run_python
 
@@ -112,9 +113,14 @@ def test_the_wheel_ships_rules_and_fixtures_inside_the_package_only(wheel: Path)
     tops = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
     assert tops == {"shapecheck"}
     assert "shapecheck/rules/sc101_view_without_contiguous.py" in names
-    for folder in ("fixtures", "fixtures/fixed"):
+    for folder, pattern in (
+        ("fixtures", "SC*.py"),
+        ("fixtures/fixed", "SC*.py"),
+        ("fixtures/project", "*.py"),  # a fixture package: its modules import each other
+        ("fixtures/project/fixed", "*.py"),
+    ):
         shipped = f"shapecheck/{folder}"
-        expected = sorted(path.name for path in (ROOT / folder).glob("SC*.py"))
+        expected = sorted(path.name for path in (ROOT / folder).glob(pattern))
         found = sorted(n.rsplit("/", 1)[1] for n in names if n.rsplit("/", 1)[0] == shipped)
         assert found == expected
 
@@ -168,12 +174,14 @@ def test_the_installed_confirmation_finds_the_fixtures_it_ships(
     python = str(venv / "python")
     probe = (
         "from shapecheck.confirm.fixtures import FIXTURES_DIR, fixture_files\n"
-        "print(FIXTURES_DIR)\nprint(*(path.name for path in fixture_files()))\n"
+        "print(FIXTURES_DIR)\nprint(*(path.as_posix() for path in fixture_files()))\n"
     )
     found = _run([python, "-c", probe], tmp_path, with_dependencies=False)
     folder, names = found.stdout.splitlines()
     assert Path(folder) == installed / "fixtures"
-    assert names.split() == sorted(path.name for path in (ROOT / "fixtures").glob("SC*.py"))
+    shipped = [Path(name).relative_to(installed / "fixtures").as_posix() for name in names.split()]
+    checkout = ROOT / "fixtures"
+    assert shipped == [path.relative_to(checkout).as_posix() for path in fixture_files(checkout)]
 
     nowhere = _run(
         [python, "-m", "shapecheck.confirm", "--fixtures", "nowhere"],

@@ -39,13 +39,13 @@ released = threading.Event()
 analyse = linter.analyse
 
 
-def instrumented(module, text):
+def instrumented(module, text, **options):
     if "# CRASH" in text:
         raise RuntimeError("injected")
     if "# HOLD" in text:
         lsp.server.window_log_message(types.LogMessageParams(types.MessageType.Log, "holding"))
         released.wait()
-    return analyse(module, text)
+    return analyse(module, text, **options)
 
 
 linter.analyse = instrumented

@@ -13,6 +13,7 @@ from collections.abc import Container, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
+from shapecheck.analysis.configs import conclude
 from shapecheck.analysis.dims import Dim, Quotient, Symbol, substitute
 from shapecheck.analysis.facts import (
     Fact,
@@ -25,6 +26,7 @@ from shapecheck.analysis.facts import (
     TensorFact,
     Unknown,
 )
+from shapecheck.analysis.imported import ProjectScope, checking
 from shapecheck.analysis.imports import collect_imports, dotted_name, nested_blocks
 from shapecheck.analysis.interpreter import (
     ClassModel,
@@ -52,6 +54,9 @@ class ModuleAnalysis:
     """Each name an import binds -> what it imports (``F`` -> ``torch.nn.functional``)."""
     too_deep: list[TooDeep] = field(default_factory=list)
     """What the analysis could not follow (``functions`` holds the rest)."""
+    project: ProjectScope | None = None
+    """The project's other files as the module saw them, and what its result rests on
+    (``evidence``); ``None`` when analysed alone."""
     _parents: dict[ast.AST, ast.AST] | None = field(default=None, repr=False)
     _facts: dict[ast.AST, Fact] | None = field(default=None, repr=False)
     _calls: dict[tuple[type[Fact], str], list[ast.Call]] | None = field(default=None, repr=False)
@@ -302,8 +307,13 @@ def uses_torch(imports: dict[str, str]) -> bool:
     return any(target == "torch" or target.startswith("torch.") for target in imports.values())
 
 
-def analyse(module: ast.Module, text: str, *, shapes: bool = True) -> ModuleAnalysis:
+def analyse(
+    module: ast.Module, text: str, *, shapes: bool = True, path: str | None = None
+) -> ModuleAnalysis:
     """Interpret every function of ``module``; modules that never import torch are skipped.
+
+    ``path``, where the module lies, lets it see the project's other files its imports name
+    (see :mod:`~shapecheck.analysis.imported`); without it, the module is analysed alone.
 
     ``shapes=False`` forgets every tensor's shape as soon as it is computed: the engine
     without symbolic shapes, for measuring what they cost (benchmarks/throughput.py).
@@ -327,6 +337,8 @@ def analyse(module: ast.Module, text: str, *, shapes: bool = True) -> ModuleAnal
     except RecursionError:
         too_deep.append(TooDeep(module, "<module>"))
     globals_ = dict(top_level.env)
+    # (top-level code is read alone: it seldom computes attention)
+    context.project = checking(path, module, context, globals_)
     jobs = list(_jobs(context, top_definitions, globals_, None, ""))
     outputs = [_analyse_function(context, *job) for job in jobs]
     # Second pass: a function called in this module learns its parameters from its callers
@@ -342,7 +354,10 @@ def analyse(module: ast.Module, text: str, *, shapes: bool = True) -> ModuleAnal
                 too_deep.append(result)
             else:
                 functions.append(result)
-    return ModuleAnalysis(module, text, functions, imports, too_deep=too_deep)
+    conclude(context.project, module, functions)
+    return ModuleAnalysis(
+        module, text, functions, imports, too_deep=too_deep, project=context.project
+    )
 
 
 @dataclass(frozen=True)
@@ -445,9 +460,13 @@ def _analyse_function(
 
 
 def _class_model(
-    context: ModuleContext, node: ast.ClassDef, globals_: dict[str, Fact]
+    context: ModuleContext,
+    node: ast.ClassDef,
+    globals_: dict[str, Fact],
+    arguments: dict[str, Fact] | None = None,
 ) -> ClassModel:
-    """What ``self`` holds after ``__init__`` (bases defined in the same module first)."""
+    """What ``self`` holds after ``__init__`` (bases defined in the same module first), given
+    ``arguments`` for some of its parameters (a construction that passes sizes)."""
     model = ClassModel(node.name)
     for base in node.bases:
         if isinstance(base, ast.Name) and base.id in context.classes:
@@ -463,7 +482,7 @@ def _class_model(
     interpreter = Interpreter(context, class_model=model, record=False)
     interpreter.inherit(init, globals_)
     try:
-        interpreter.run_function(init)
+        interpreter.run_function(init, arguments)
     except RecursionError:
         return model
     stored: dict[str, Fact] = {}

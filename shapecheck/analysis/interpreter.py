@@ -11,6 +11,7 @@ import ast
 import functools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from shapecheck.analysis.annotations import (
     Bindings,
@@ -90,6 +91,9 @@ from shapecheck.analysis.usage import (
     unpacking_uses,
 )
 
+if TYPE_CHECKING:
+    from shapecheck.analysis.imported import ProjectScope
+
 PARAMETER_SCALING: tuple[ScaleEvidence, ...] | None = ()
 """What a function knows about the scaling of tensors passed in: nothing was applied to them
 that the function can see, so they count as unscaled."""
@@ -134,6 +138,9 @@ class ModuleContext:
     """Whether the module has a ``nonlocal`` statement at all (most have none: no walk)."""
     functions: dict[str, FunctionNode] = field(default_factory=dict)
     classes: dict[str, ClassModel] = field(default_factory=dict)
+    project: ProjectScope | None = None
+    """What the names its imports bind are in the project's other files (``None``: the
+    module alone); see :mod:`~shapecheck.analysis.imported`."""
     call_sites: dict[FunctionNode, list[dict[str, Fact] | None]] = field(default_factory=dict)
     """Arguments at each call of a module function (``None``: not mappable, e.g. ``*args``)."""
     call_sites_frozen: bool = False
@@ -760,6 +767,9 @@ class Interpreter:
                 if unknown and self.holds_passed(name, fact):
                     self.uses.read(name, self.statement)
             return fact
+        project = self.context.project
+        if project is not None and (imported := project.definition(name)) is not None:
+            return imported
         if name in self.context.imports:
             return QualifiedName(canonical(self.context.imports[name]))
         if name in self.context.functions:
@@ -1268,6 +1278,9 @@ class Interpreter:
         else:
             callee = self.eval(func)
         args, kwargs = self._arguments(node)
+        project = self.context.project
+        if project is not None and isinstance(callee, Unknown | QualifiedName):
+            callee = project.called(self, callee, args, kwargs) or callee  # another file's
         if isinstance(callee, QualifiedName):
             return self._qualified(callee.name, node, args, kwargs)
         if isinstance(callee, ModuleFact):
@@ -1284,6 +1297,9 @@ class Interpreter:
             return self._inline(callee, node, args, kwargs)
         if isinstance(callee, ClassRef):
             self._construct(callee, node, args, kwargs)
+            project = self.context.project
+            if project is not None:  # an instance of the sizes it was given
+                return project.instance(callee, args, kwargs)
             return InstanceFact(callee.name)
         if isinstance(callee, InstanceFact):
             forward = self.context.classes[callee.name].methods.get("forward")
@@ -1550,6 +1566,9 @@ class Interpreter:
         kwargs: dict[str, Argument],
     ) -> Fact:
         """Follow a call into a function of this module, without recording anything there."""
+        project = self.context.project
+        if project is not None and function.node in project.homes:  # another file's
+            return project.call(self, function, node, args, kwargs)
         arguments = _bind_arguments(function, args, kwargs)
         if self.record and not self.context.call_sites_frozen:
             # a recursive call says what the function passes itself, not what its callers

@@ -104,7 +104,12 @@ def recording() -> Iterator[list[Outcome]]:
 
 
 def load_fixture(path: Path, prefix: str = "shapecheck_fixture") -> ModuleType:
-    """Import a fixture file as a module of its own (so its classes have source lines)."""
+    """Import a fixture file as a module of its own (so its classes have source lines); a
+    module of a fixture package (a folder with an ``__init__.py``) as a member of the package,
+    so that its relative imports find the package's other modules."""
+    package = _package_folders(path)
+    if package is not None:
+        return _load_member(path, package, prefix)
     name = f"{prefix}_{path.stem}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
@@ -113,6 +118,33 @@ def load_fixture(path: Path, prefix: str = "shapecheck_fixture") -> ModuleType:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def _package_folders(path: Path) -> list[Path] | None:
+    """Where the package of a fixture package's module looks for its modules: the package's
+    folder; for a fixed module (``fixed/`` inside the package), ``fixed/`` first, so that a
+    module with no fixes to apply is imported as it is. ``None``: no package's module."""
+    folder = path.parent
+    if folder.name == "fixed" and (folder.parent / "__init__.py").is_file():
+        return [folder, folder.parent]
+    return [folder] if (folder / "__init__.py").is_file() else None
+
+
+def _load_member(path: Path, folders: list[Path], prefix: str) -> ModuleType:
+    """Import module ``path`` of the fixture package searched in ``folders``, the package
+    itself imported first under a name of its own."""
+    package = f"{prefix}_{folders[-1].name}"
+    for name in [key for key in sys.modules if key == package or key.startswith(package + ".")]:
+        del sys.modules[name]  # each load runs the package's modules afresh
+    spec = importlib.util.spec_from_file_location(
+        package, folders[-1] / "__init__.py", submodule_search_locations=[str(f) for f in folders]
+    )
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load fixture package {folders[-1]}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[package] = module
+    spec.loader.exec_module(module)
+    return importlib.import_module(f"{package}.{path.stem}")
 
 
 @dataclass(frozen=True)

@@ -116,18 +116,21 @@ def _no_fixtures(given: Path | None) -> str:
 
 
 def _write_fixed(files: list[Path]) -> int:
-    folder = fixed_version(files[0]).parent
-    folder.mkdir(exist_ok=True)
-    written = set()
+    """Write each fixture as the fixes leave it, into ``fixed/`` beside it (a fixture
+    package has its own), and remove the fixed versions of fixtures nothing applies to."""
+    written: dict[Path, set[str]] = {fixed_version(path).parent: set() for path in files}
     for path in files:
         text = fixed_text(path)
         if text is not None:
+            fixed_version(path).parent.mkdir(exist_ok=True)
             fixed_version(path).write_text(text, encoding="utf-8", newline="")
-            written.add(path.name)
-    for stale in folder.glob("*.py"):
-        if stale.name not in written:
-            stale.unlink()
-    print(f"{len(written)} fixed fixtures in {folder}")
+            written[fixed_version(path).parent].add(path.name)
+    for folder, names in written.items():
+        for stale in folder.glob("*.py"):
+            if stale.name not in names:
+                stale.unlink()
+        if names:
+            print(f"{len(names)} fixed fixtures in {folder}")
     return 0
 
 

@@ -42,7 +42,17 @@ class Marks:
 
 
 def fixture_files(directory: Path = FIXTURES_DIR) -> list[Path]:
-    return sorted(directory.glob("SC[0-9][0-9][0-9]*.py"))
+    """The fixtures in ``directory``: each ``SCNNN_*.py``, then the modules of each fixture
+    package in it (a folder with an ``__init__.py``, whose modules import each other) that
+    are fixtures themselves, with a ``run``; the package's other modules are what they use."""
+    files = sorted(directory.glob("SC[0-9][0-9][0-9]*.py"))
+    for package in sorted(path.parent for path in directory.glob("*/__init__.py")):
+        files += [
+            path
+            for path in sorted(package.glob("*.py"))
+            if path.name != "__init__.py" and "\ndef run(" in path.read_text(encoding="utf-8")
+        ]
+    return files
 
 
 def read_marks(path: Path) -> Marks:

@@ -30,6 +30,7 @@ REPORT = "tests/test_confirm.py"
 SPEED = "tests/test_speed_paths.py"
 LATTICE = "shapecheck/analysis/lattice.py"
 LATTICE_TESTS = "tests/test_lattice.py"
+PROJECT = "tests/test_project_files.py"
 
 
 @dataclass(frozen=True)
@@ -292,6 +293,57 @@ MUTANTS = [
         "    if ACCEPTED_REASON in reason:\n",
         "    if True:\n",
         ("tests/test_strict_skips.py::test_strict_skips_fail_every_skip_but_the_gpu",),
+    ),
+    Mutant(
+        "cache-ignores-what-a-result-rests-on",
+        "shapecheck/cache.py",
+        "            if self._digests[dependency] != recorded:\n",
+        "            if False:\n",
+        (f"{PROJECT}::test_editing_a_dependency_checks_its_users_again",),
+    ),
+    Mutant(
+        "dependency-evidence-never-replayed",
+        "shapecheck/project.py",
+        "        if sink is not evidence:\n",
+        "        if False:\n",
+        (f"{PROJECT}::test_what_a_dependency_rested_on_is_replayed_for_every_file_that_uses_it",),
+    ),
+    Mutant(
+        "helper-read-with-the-callers-imports",
+        "shapecheck/analysis/imported.py",
+        "                    home.context, class_model=owner,",
+        "                    self.context, class_model=owner,",
+        (f"{PROJECT}::test_a_helper_of_another_file_is_followed_with_that_files_imports",),
+    ),
+    Mutant(
+        "construction-sizes-ignored",
+        "shapecheck/analysis/imported.py",
+        "        if not sizes:\n            return InstanceFact(cls.name)\n",
+        "        if True:\n            return InstanceFact(cls.name)\n",
+        (f"{PROJECT}::test_constructor_arguments_give_the_class_its_sizes",),
+    ),
+    Mutant(
+        "configuration-checks-ignored",
+        "shapecheck/analysis/configs.py",
+        "            function.observations.append(DivisibilityCheck(names))\n",
+        "            pass\n",
+        (
+            f"{PROJECT}::test_a_configuration_read_through_its_dictionaries_and_the_constructors_callers",
+        ),
+    ),
+    Mutant(
+        "installed-packages-read",
+        "shapecheck/project.py",
+        "    return not INSTALLED.isdisjoint(path.split(os.sep))\n",
+        "    return False\n",
+        (f"{PROJECT}::test_installed_packages_are_never_read",),
+    ),
+    Mutant(
+        "provenance-kept-across-files",
+        "shapecheck/analysis/imported.py",
+        "            returned = reanchored(returned, node)\n",
+        "            pass\n",
+        (f"{PROJECT}::test_a_helper_of_another_file_is_followed_with_that_files_imports",),
     ),
 ]
 

@@ -1,0 +1,289 @@
+"""The project a checked file belongs to: the files of it that its imports name, found on disk.
+
+Where a module is looked for depends only on where the importing file lies, never on which
+files a run was given, so a file checked alone (a pre-commit hook passes only the changed
+ones) finds the same modules as a check of the whole project:
+
+- a relative import (``from .layers import MultiHeadAttention``, ``from .. import utils``)
+  counts its dots from the importing file's folder;
+- an absolute import (``from pkg.attention import Head``, ``import pkg.model as m``) is looked
+  for under the importing file's *import root* (the folder above its topmost package: the
+  first folder up without an ``__init__.py``; a script's own folder), then under the
+  project's root (the nearest folder up with a ``pyproject.toml``, ``setup.py`` or
+  ``setup.cfg``) and its ``src/`` folder (the ``src/`` layout);
+- a module is ``name.py`` or ``name/__init__.py``.
+
+Never read: a path through ``site-packages`` or ``dist-packages`` (installed packages: results
+never depend on what is installed), the standard library, and the libraries the analysis
+models itself (torch, einops, jaxtyping, numpy). Files are read as the checked ones are (regular
+files only) and parsed with CPython's ``ast``; one that cannot be read or parsed is simply not
+known. Nothing is imported or run.
+
+Each file is read and parsed once per process. Every file whose content an answer rested on,
+and every place looked at where no file was, is written to the :class:`Evidence` of the file
+being checked: its cached result stays valid only while all of them are as they were.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import gc
+import hashlib
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from shapecheck.files import read_regular_file
+
+if TYPE_CHECKING:
+    import ast
+
+    from shapecheck.source import Source
+
+INSTALLED = frozenset({"site-packages", "dist-packages"})
+"""Folders of installed packages: nothing below them is ever read."""
+
+MODELLED = frozenset({"torch", "einops", "jaxtyping", "numpy", "beartype", "__future__"})
+"""Top-level packages the analysis knows by their names (or never needs): never looked for."""
+
+PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg")
+
+_MAX_LEVELS = 64
+"""How many folders up a package or a project root is looked for."""
+
+
+class ProjectFile:
+    """A module of the project, found on disk: parsed the first time its code is asked for."""
+
+    def __init__(self, path: str, digest: str) -> None:
+        self.path = path
+        """Absolute and normalised."""
+        self.digest = digest
+        """The SHA-256 of its content when it was found."""
+
+    @functools.cached_property
+    def name(self) -> str:
+        """Its dotted name from its import root (``pkg.layers``; ``layers`` for a script)."""
+        return locate(self.path).name
+
+    @property
+    def is_package(self) -> bool:
+        return os.path.basename(self.path) == "__init__.py"
+
+    @property
+    def module(self) -> ast.Module | None:
+        """Its syntax tree (``None``: it cannot be read or parsed, or changed since found)."""
+        source = self._source
+        return source.module if source is not None else None
+
+    @property
+    def text(self) -> str:
+        source = self._source
+        return source.text if source is not None else ""
+
+    @functools.cached_property
+    def _source(self) -> Source | None:
+        from shapecheck.source import Source, parse_source  # a warm run parses nothing
+
+        try:
+            data = read_regular_file(self.path)
+        except OSError:
+            return None
+        if hashlib.sha256(data).hexdigest() != self.digest:
+            return None  # changed since it was found: known neither way this time
+        source = parse_source(data, self.path)
+        # A dependency's tree lives as long as the process: the cyclic collector need not walk
+        # it again at every collection (it would, for each file checked after it).
+        gc.freeze()
+        return source if isinstance(source, Source) else None
+
+
+Evidence = dict[str, str | None]
+"""Path -> the SHA-256 of the content an answer rested on, or ``None``: no regular file there."""
+
+_seen: dict[str, tuple[tuple[int, int, int] | None, str | None]] = {}
+"""Path -> (its size, modification time and inode when looked at; its digest)."""
+_files: dict[str, ProjectFile] = {}
+_locations: dict[str, Location] = {}
+_sinks: list[Evidence] = []
+"""Where what is looked at is written: the checked file's evidence, and that of every
+dependency being worked in (see :func:`active`)."""
+
+
+def begin(evidence: Evidence | None) -> None:
+    """Write what is looked at from now on to ``evidence`` (``None``: to nothing)."""
+    _sinks[:] = [] if evidence is None else [evidence]
+    _locations.clear()  # where files lie is looked at again for each checked file
+
+
+@contextlib.contextmanager
+def active(evidence: Evidence) -> Iterator[None]:
+    """Work in a dependency whose answers rest on ``evidence``: whoever uses it rests on all
+    of it (replayed now), and what is looked at meanwhile is added to it."""
+    touch(evidence)
+    _sinks.append(evidence)
+    try:
+        yield
+    finally:
+        _sinks.pop()
+
+
+def touch(evidence: Evidence) -> None:
+    """An answer worked out earlier is used again: what it rested on, the user rests on."""
+    for sink in _sinks:
+        if sink is not evidence:
+            sink.update(evidence)
+
+
+def digest(path: str) -> str | None:
+    """The SHA-256 of a regular file's content (``None``: none there, or unreadable)."""
+    try:
+        return hashlib.sha256(read_regular_file(path)).hexdigest()
+    except OSError:
+        return None
+
+
+def _looked_at(path: str) -> str | None:
+    """The digest of what is at ``path`` (read again only once the file changed), written to
+    the evidence."""
+    try:
+        status = os.stat(path)
+        signature = (status.st_size, status.st_mtime_ns, status.st_ino)
+    except OSError:
+        signature = None
+    known = _seen.get(path)
+    if known is not None and known[0] == signature:
+        found = known[1]
+    else:
+        found = digest(path) if signature is not None else None
+        _seen[path] = (signature, found)
+    for sink in _sinks:
+        sink[path] = found
+    return found
+
+
+def installed(path: str) -> bool:
+    """Is ``path`` inside an installed package's folder?"""
+    return not INSTALLED.isdisjoint(path.split(os.sep))
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where a file lies, as imports see it."""
+
+    folder: str
+    name: str
+    """The file's dotted module name from its import root."""
+    roots: tuple[str, ...]
+    """Where absolute imports are looked for, in order."""
+    looked: tuple[tuple[str, str | None], ...]
+    """The files looked at to find them, and what was there."""
+
+
+def locate(path: str) -> Location:
+    """The import root and name of the file at ``path`` (absolute), and where absolute imports
+    from it are looked for."""
+    if path in _locations:
+        location = _locations[path]
+        for looked, found in location.looked:  # the same answer rests on the same files
+            for sink in _sinks:
+                sink[looked] = found
+        return location
+    evidence: Evidence = {}
+    with active(evidence):
+        location = _located(path, evidence)
+    _locations[path] = location
+    return location
+
+
+def _located(path: str, evidence: Evidence) -> Location:
+    folder = os.path.dirname(path)
+    stem = os.path.splitext(os.path.basename(path))[0]
+    parts = [] if stem == "__init__" else [stem]
+    root = folder
+    for _ in range(_MAX_LEVELS):
+        if _looked_at(os.path.join(root, "__init__.py")) is None:
+            break
+        parts.insert(0, os.path.basename(root))
+        parent = os.path.dirname(root)
+        if parent == root:
+            break
+        root = parent
+    roots = [root]
+    project = _project_root(folder)
+    if project is not None:
+        roots += [project, os.path.join(project, "src")]
+    located = ".".join(parts)
+    return Location(folder, located, tuple(dict.fromkeys(roots)), tuple(evidence.items()))
+
+
+def _project_root(folder: str) -> str | None:
+    """The nearest folder up from ``folder`` with a project file (``pyproject.toml`` ...)."""
+    current = folder
+    for _ in range(_MAX_LEVELS):
+        if any(_looked_at(os.path.join(current, marker)) for marker in PROJECT_MARKERS):
+            return current
+        parent = os.path.dirname(current)
+        if parent == current:
+            return None
+        current = parent
+    return None
+
+
+def _up(folder: str, levels: int) -> str:
+    for _ in range(levels):
+        folder = os.path.dirname(folder)
+    return folder
+
+
+def modelled(dotted: str) -> bool:
+    """Is ``dotted`` (``torch.nn``, ``os.path``) a module never looked for in the project?"""
+    top = dotted.partition(".")[0]
+    return top in MODELLED or top in sys.stdlib_module_names
+
+
+def find_module(importer: str, dotted: str, level: int = 0) -> ProjectFile | None:
+    """The project module ``importer`` (an absolute path) names: ``dotted`` after ``level``
+    dots (``from ..utils import x``: level 2, ``utils``), or absolute with ``level`` 0."""
+    if level:
+        base = _up(os.path.dirname(importer), level - 1)
+        return _module_under(base, dotted.split(".") if dotted else [])
+    if not dotted or modelled(dotted):
+        return None
+    for root in locate(importer).roots:
+        found = _module_under(root, dotted.split("."))
+        if found is not None:
+            return found
+    return None
+
+
+def submodule(package: ProjectFile, name: str) -> ProjectFile | None:
+    """``package``'s submodule ``name`` (``from pkg import layers``), if it is a file."""
+    if not package.is_package:
+        return None
+    return _module_under(os.path.dirname(package.path), [name])
+
+
+def _module_under(base: str, parts: list[str]) -> ProjectFile | None:
+    folder = os.path.join(base, *parts)
+    if not parts:
+        return _read(os.path.join(folder, "__init__.py"))
+    return _read(folder + ".py") or _read(os.path.join(folder, "__init__.py"))
+
+
+def _read(path: str) -> ProjectFile | None:
+    """The module at ``path``, once per process and content (``None``: no regular file there,
+    or an installed one)."""
+    path = os.path.normpath(path)
+    if installed(path):
+        return None
+    found = _looked_at(path)
+    if found is None:
+        return None
+    known = _files.get(path)
+    if known is None or known.digest != found:  # one version a path: an edited file replaces
+        known = _files[path] = ProjectFile(path, found)
+    return known

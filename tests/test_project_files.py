@@ -1,0 +1,521 @@
+"""Whole-project analysis: the other files of a project that a checked file's imports name
+are found on disk, read and followed (shapecheck/project.py, shapecheck/analysis/imported.py,
+shapecheck/analysis/configs.py), and a cached result rests on all of them."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from shapecheck.analysis import analyse
+from shapecheck.linter import lint_source
+from shapecheck.project import locate
+from shapecheck.rule import Rule, all_rules
+from shapecheck.source import Source, parse_source
+from tests.conftest import run_python
+
+RULES = [rule() for rule in all_rules()]
+
+SPLIT_HEADS = """\
+    import torch as th
+
+
+    def split_heads(x, heads):
+        b, l, e = x.shape
+        return th.transpose(x.view(b, l, heads, e // heads), 1, 2)
+
+
+    def split_heads_contiguous(x, heads):
+        return split_heads(x, heads).contiguous()
+    """
+
+HEADS_LAST = SPLIT_HEADS.replace(
+    "th.transpose(x.view(b, l, heads, e // heads), 1, 2)", "x.view(b, l, heads, e // heads)"
+)
+"""The helper edited to leave the heads where they are: viewing its result back is right."""
+
+MERGES = """\
+    import torch
+    from .layers import split_heads
+
+    th = None  # not torch here: the helper's own imports must be the ones read
+
+
+    def merge(x):
+        b, l, e = x.shape
+        return split_heads(x, 4).view(b, l, e)
+    """
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+
+
+def findings(path: Path, rules: list[Rule] | None = None) -> set[tuple[int, str]]:
+    result = lint_source(path.read_bytes(), str(path), RULES if rules is None else rules)
+    return {(diagnostic.line, diagnostic.code) for diagnostic in result.diagnostics}
+
+
+def package(root: Path, **files: str) -> Path:
+    """A package ``pkg`` under ``root`` with these modules; the folder holding them."""
+    write(root, {"pkg/__init__.py": "", **{f"pkg/{name}.py": text for name, text in files.items()}})
+    return root / "pkg"
+
+
+# --- following what other files define ---------------------------------------------------------
+
+
+def test_a_helper_of_another_file_is_followed_with_that_files_imports(tmp_path: Path) -> None:
+    folder = package(tmp_path, layers=SPLIT_HEADS, model=MERGES)
+    result = lint_source((folder / "model.py").read_bytes(), str(folder / "model.py"), RULES)
+    [finding] = result.diagnostics
+    assert (finding.line, finding.code) == (9, "SC101")
+    assert "`split_heads(x, 4)` left non-adjacent" in finding.message  # the call, not its body
+
+
+def test_the_same_code_alone_knows_nothing_of_the_helper(tmp_path: Path) -> None:
+    write(tmp_path, {"model.py": MERGES})  # no layers.py beside it
+    assert findings(tmp_path / "model.py") == set()
+
+
+def test_a_class_of_another_file_runs_its_forward_from_its_own_init(tmp_path: Path) -> None:
+    layers = """\
+        import torch.nn as nn
+
+
+        class Project(nn.Module):
+            def __init__(self, width, heads):
+                super().__init__()
+                self.heads = heads
+                self.proj = nn.Linear(width, width)
+
+            def forward(self, x):
+                b, l, e = x.shape
+                return self.proj(x).view(b, l, self.heads, e // self.heads).transpose(1, 2)
+        """
+    model = """\
+        import torch.nn as nn
+        from pkg.layers import Project
+
+
+        class Model(nn.Module):
+            def __init__(self, width):
+                super().__init__()
+                self.project = Project(width, 4)
+
+            def forward(self, x):
+                b, l, e = x.shape
+                return self.project(x).view(b, l, e)
+        """
+    folder = package(tmp_path, layers=layers, model=model)
+    assert findings(folder / "model.py") == {(12, "SC101")}
+
+
+def test_constructor_arguments_give_the_class_its_sizes(tmp_path: Path) -> None:
+    attention = """\
+        import torch.nn as nn
+
+
+        class Head(nn.Module):
+            def __init__(self, n_embd, head_size):
+                super().__init__()
+                self.value = nn.Linear(n_embd, head_size)
+
+            def forward(self, x):
+                return self.value(x)
+        """
+    model = """\
+        import torch.nn as nn
+        from .attention import Head
+
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.head = Head(64, head_size=HEAD_SIZE)
+                self.proj = nn.Linear(64, 64)
+
+            def forward(self, x):
+                b, t, c = x.shape
+                return self.proj(self.head(x))
+        """
+    folder = package(tmp_path, attention=attention, model=model.replace("HEAD_SIZE", "64 // 4"))
+    assert findings(folder / "model.py") == {(13, "SC501")}
+    write(folder, {"model.py": model.replace("HEAD_SIZE", "64")})
+    assert findings(folder / "model.py") == set()
+
+
+def test_findings_stay_in_the_file_where_the_bug_is_written(tmp_path: Path) -> None:
+    layers = """\
+        import torch
+
+
+        def merge_heads(x):
+            b, h, l, d = x.shape
+            return x.transpose(1, 2).view(b, l, h * d)
+        """
+    model = """\
+        import torch
+        from .layers import merge_heads
+
+
+        def attend(q, k, v):
+            out = torch.softmax(q @ k.transpose(-2, -1) / 8.0, dim=-1) @ v
+            return merge_heads(out)
+        """
+    folder = package(tmp_path, layers=layers, model=model)
+    assert findings(folder / "layers.py") == {(6, "SC101")}
+    assert findings(folder / "model.py") == set()
+
+
+# --- configurations -------------------------------------------------------------------------------
+
+CONFIG = """\
+    class Config:
+        def __init__(self, hidden_size=12, num_attention_heads=3):
+            CHECK
+            self.hidden_size = hidden_size
+            self.num_attention_heads = num_attention_heads
+    """
+
+ATTENTION = """\
+    import torch.nn as nn
+    from .configuration import Config
+
+
+    class Attention(nn.Module):
+        def __init__(self, config: Config):
+            super().__init__()
+            self.num_heads = config.num_attention_heads
+            self.head_dim = config.hidden_size // config.num_attention_heads
+            self.qkv = nn.Linear(config.hidden_size, 3 * config.hidden_size)
+
+        def forward(self, x):
+            b, l, e = x.shape
+            q, k, v = self.qkv(x).view(b, l, 3, self.num_heads, self.head_dim).unbind(2)
+            return q
+    """
+
+RAISES = "if hidden_size % num_attention_heads != 0: raise ValueError('heads must divide')"
+
+
+@pytest.mark.parametrize(
+    ("check", "expected"),
+    [
+        (RAISES, set()),
+        ("assert hidden_size % num_attention_heads == 0", set()),
+        ("pass", {(9, "SC502")}),  # it checks nothing
+        ("if hidden_size % 2 != 0: raise ValueError('odd')", {(9, "SC502")}),  # another check
+    ],
+)
+def test_a_configuration_that_checks_the_division_is_the_constructors_check(
+    tmp_path: Path, check: str, expected: set[tuple[int, str]]
+) -> None:
+    folder = package(tmp_path, configuration=CONFIG.replace("CHECK", check), modeling=ATTENTION)
+    assert findings(folder / "modeling.py") == expected
+
+
+def test_a_configuration_read_through_its_dictionaries_and_the_constructors_callers(
+    tmp_path: Path,
+) -> None:
+    """FastSpeech2-Conformer's shape: the heads come from a dict the configuration builds
+    (``config.encoder_config["num_attention_heads"]``), handed down two constructors."""
+    configuration = """\
+        class Config:
+            def __init__(self, hidden_size=12, encoder_heads=3, decoder_heads=2):
+                self.hidden_size = hidden_size
+                self.encoder_heads = encoder_heads
+                self.decoder_heads = decoder_heads
+                self.encoder_config = {"num_attention_heads": self.encoder_heads}
+                self.decoder_config = {"num_attention_heads": self.decoder_heads}
+
+            def validate(self):
+                if self.hidden_size % self.encoder_heads != 0:
+                    raise ValueError("encoder heads must divide the width")
+                DECODER_CHECK
+        """
+    modeling = """\
+        import torch.nn as nn
+        from .configuration import Config
+
+
+        class Attention(nn.Module):
+            def __init__(self, config: Config, module_config):
+                super().__init__()
+                self.num_heads = module_config["num_attention_heads"]
+                self.hidden_size = config.hidden_size
+                self.head_dim = self.hidden_size // self.num_heads
+                self.q = nn.Linear(self.hidden_size, self.hidden_size)
+
+            def forward(self, x):
+                b, l, e = x.shape
+                return self.q(x).view(b, l, self.num_heads, self.head_dim)
+
+
+        class Layer(nn.Module):
+            def __init__(self, config: Config, module_config):
+                super().__init__()
+                self.attention = Attention(config, module_config)
+
+
+        class Model(nn.Module):
+            def __init__(self, config: Config):
+                super().__init__()
+                self.encoder = Layer(config, config.encoder_config)
+                self.decoder = Layer(config, config.decoder_config)
+        """
+    decoder_check = (
+        "if self.hidden_size % self.decoder_heads != 0:\n"
+        "                    raise ValueError('decoder heads must divide the width')"
+    )
+    folder = package(
+        tmp_path,
+        configuration=configuration.replace("DECODER_CHECK", decoder_check),
+        modeling=modeling,
+    )
+    assert findings(folder / "modeling.py") == set()
+    write(folder, {"configuration.py": configuration.replace("DECODER_CHECK", "pass")})
+    assert findings(folder / "modeling.py") == {(10, "SC502")}  # the decoder's is unchecked
+
+
+# --- where modules are found ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("files", "checked"),
+    [
+        # absolute, from the package's import root
+        ({"pkg/__init__.py": "", "pkg/layers.py": SPLIT_HEADS}, "pkg/model.py"),
+        # a src/ layout, imported from tests/ beside it
+        (
+            {"pyproject.toml": "", "src/pkg/__init__.py": "", "src/pkg/layers.py": SPLIT_HEADS},
+            "tests/test_model.py",
+        ),
+        # re-exported by the package's __init__ (and by a star import in it)
+        (
+            {"pkg/__init__.py": "from .inner import *\n", "pkg/inner.py": SPLIT_HEADS},
+            "pkg/model.py",
+        ),
+        # a script beside the module it imports: its folder is its import root
+        ({"layers.py": SPLIT_HEADS}, "model.py"),
+    ],
+)
+def test_absolute_imports_are_found_from_where_the_file_lies(
+    tmp_path: Path, files: dict[str, str], checked: str
+) -> None:
+    module = next(name for name in files if name.endswith(("layers.py", "inner.py")))
+    written = module.removesuffix(".py").replace("src/", "").replace("/", ".")
+    importer = (
+        "from pkg import split_heads" if "inner" in module else f"from {written} import split_heads"
+    )
+    merges = MERGES.replace("from .layers import split_heads", importer)
+    write(tmp_path, {**files, checked: merges})
+    assert findings(tmp_path / checked) == {(9, "SC101")}
+
+
+def test_module_aliases_and_relative_modules(tmp_path: Path) -> None:
+    aliased = MERGES.replace("from .layers import split_heads", "import pkg.layers as layers")
+    aliased = aliased.replace("split_heads(x, 4)", "layers.split_heads(x, 4)")
+    relative = MERGES.replace("from .layers import split_heads", "from . import layers")
+    relative = relative.replace("split_heads(x, 4)", "layers.split_heads(x, 4)")
+    folder = package(tmp_path, layers=SPLIT_HEADS, aliased=aliased, relative=relative)
+    assert findings(folder / "aliased.py") == {(9, "SC101")}
+    assert findings(folder / "relative.py") == {(9, "SC101")}
+
+
+def test_installed_packages_are_never_read(tmp_path: Path) -> None:
+    """A module found only inside ``site-packages`` (a file checked there, or a project root
+    that holds a virtual environment) stays unknown: results never depend on what is
+    installed."""
+    installed = tmp_path / "venv" / "lib" / "site-packages"
+    folder = package(installed, layers=SPLIT_HEADS, model=MERGES)
+    assert findings(folder / "model.py") == set()
+    (tmp_path / "pyproject.toml").write_text("", encoding="utf-8")
+    write(tmp_path, {"app.py": MERGES.replace("from .layers", "from pkg.layers")})
+    assert findings(tmp_path / "app.py") == set()
+
+
+def test_torch_and_the_standard_library_are_never_looked_for(tmp_path: Path) -> None:
+    folder = package(tmp_path, layers=SPLIT_HEADS, model=MERGES)
+    (folder / "torch.py").write_text("def transpose(x, a, b):\n    return x\n", encoding="utf-8")
+    (folder / "math.py").write_text("", encoding="utf-8")
+    analysis = _analysed(folder / "model.py")
+    assert analysis.project is not None
+    looked = analysis.project.evidence
+    assert str(folder / "layers.py") in looked
+    assert not any(Path(path).stem in ("torch", "math") for path in looked)
+    assert findings(folder / "model.py") == {(9, "SC101")}  # layers.py's `th` is torch's
+
+
+@pytest.mark.parametrize(
+    "broken",
+    ["def split_heads(x, heads:\n", b"\xff\xfe not utf-8", "directory", "fifo"],
+)
+def test_a_dependency_that_cannot_be_read_is_unknown(tmp_path: Path, broken: str | bytes) -> None:
+    folder = package(tmp_path, model=MERGES)
+    layers = folder / "layers.py"
+    if broken == "directory":
+        layers.mkdir()
+    elif broken == "fifo":
+        if not hasattr(os, "mkfifo"):
+            pytest.skip("no FIFOs here")
+        os.mkfifo(layers)
+    elif isinstance(broken, bytes):
+        layers.write_bytes(broken)
+    else:
+        layers.write_text(broken, encoding="utf-8")
+    assert findings(folder / "model.py") == set()
+
+
+def test_import_cycles_end_and_imports_further_than_two_files_away_are_not_read(
+    tmp_path: Path,
+) -> None:
+    """model -> a -> b -> c: the helper in c is two imports from a, three from model."""
+    relay = """\
+        from .NEXT import split_heads as inner
+        from .model import merge
+
+
+        def split_heads(x, heads):
+            return inner(x, heads)
+        """
+    folder = package(
+        tmp_path,
+        model=MERGES.replace(".layers", ".a"),
+        a=relay.replace("NEXT", "b"),
+        b=relay.replace("NEXT", "c"),
+        c=SPLIT_HEADS,
+    )
+    assert findings(folder / "model.py") == set()  # c is too far to be read
+    assert findings(folder / "a.py") == set()
+    write(folder, {"model.py": MERGES.replace(".layers", ".b")})
+    assert findings(folder / "model.py") == {(9, "SC101")}  # b -> c: within reach
+
+
+def test_where_a_file_lies(tmp_path: Path) -> None:
+    write(
+        tmp_path, {"pyproject.toml": "", "src/pkg/__init__.py": "", "src/pkg/sub/__init__.py": ""}
+    )
+    location = locate(str(tmp_path / "src" / "pkg" / "sub" / "model.py"))
+    assert location.name == "pkg.sub.model"
+    assert location.roots == (str(tmp_path / "src"), str(tmp_path))
+    script = locate(str(tmp_path / "tools" / "script.py"))
+    assert (script.name, script.roots[0]) == ("script", str(tmp_path / "tools"))
+
+
+# --- what a result rests on ---------------------------------------------------------------------
+
+
+def test_a_result_rests_on_every_file_read_and_every_place_looked_at(tmp_path: Path) -> None:
+    absolute = MERGES.replace("from .layers", "from pkg.layers")
+    folder = package(tmp_path, layers=SPLIT_HEADS, model=absolute)
+    result = lint_source((folder / "model.py").read_bytes(), str(folder / "model.py"), RULES)
+    looked = result.dependencies
+    assert looked[str(folder / "layers.py")] is not None  # its content's digest
+    assert looked[str(folder / "__init__.py")] is not None  # where the package starts
+    assert looked[str(tmp_path / "__init__.py")] is None  # and where it does not
+    assert looked[str(tmp_path / "pyproject.toml")] is None  # no project root there
+    relative = lint_source(MERGES.encode(), str(folder / "model.py"), RULES).dependencies
+    assert str(folder / "__init__.py") not in relative  # dots count folders, not packages
+
+
+def test_what_a_dependency_rested_on_is_replayed_for_every_file_that_uses_it(
+    tmp_path: Path,
+) -> None:
+    """The second file uses what the first one's check already analysed (once per process):
+    its evidence must still name the file that analysis read."""
+    relay = """\
+        from .layers import split_heads as inner
+
+
+        def split_heads(x, heads):
+            return inner(x, heads)
+        """
+    folder = package(
+        tmp_path,
+        layers=SPLIT_HEADS,
+        relay=relay,
+        first=MERGES.replace(".layers", ".relay"),
+        second=MERGES.replace(".layers", ".relay"),
+    )
+    for name in ("first", "second"):
+        path = folder / f"{name}.py"
+        result = lint_source(path.read_bytes(), str(path), RULES)
+        assert {(d.line, d.code) for d in result.diagnostics} == {(9, "SC101")}
+        assert str(folder / "layers.py") in result.dependencies, name
+
+
+def _shapecheck(*args: str, cwd: Path) -> list[tuple[str, int, str]]:
+    process = run_python("-m", "shapecheck", "--format", "json", *args, cwd=cwd)
+    assert process.returncode in (0, 1), process.stderr
+    return [(Path(d["path"]).name, d["line"], d["code"]) for d in json.loads(process.stdout)]
+
+
+def test_editing_a_dependency_checks_its_users_again(tmp_path: Path) -> None:
+    """The cache keys a result by its file's content; one that rests on layers.py is a hit
+    only while layers.py is as it was."""
+    folder = package(tmp_path, layers=SPLIT_HEADS, model=MERGES)
+    (tmp_path / "pyproject.toml").write_text("", encoding="utf-8")
+    assert _shapecheck("pkg/model.py", cwd=tmp_path) == [("model.py", 9, "SC101")]
+    write(folder, {"layers.py": HEADS_LAST})
+    assert _shapecheck("pkg/model.py", cwd=tmp_path) == []
+    write(folder, {"layers.py": SPLIT_HEADS})
+    assert _shapecheck("pkg/model.py", cwd=tmp_path) == [("model.py", 9, "SC101")]
+    (folder / "layers.py").unlink()  # gone: the module is no longer found
+    assert _shapecheck("pkg/model.py", cwd=tmp_path) == []
+    assert list((tmp_path / ".shapecheck_cache").rglob("*.json"))
+
+
+def test_the_same_content_elsewhere_is_checked_against_its_own_dependencies(
+    tmp_path: Path,
+) -> None:
+    package(tmp_path / "one", layers=SPLIT_HEADS, model=MERGES)
+    package(tmp_path / "two", layers=HEADS_LAST, model=MERGES)
+    (tmp_path / "pyproject.toml").write_text("", encoding="utf-8")
+    assert _shapecheck("one/pkg/model.py", cwd=tmp_path) == [("model.py", 9, "SC101")]
+    assert _shapecheck("two/pkg/model.py", cwd=tmp_path) == []
+    assert _shapecheck("one/pkg/model.py", cwd=tmp_path) == [("model.py", 9, "SC101")]
+
+
+def test_version_reads_no_project(tmp_path: Path) -> None:
+    process = run_python("-X", "importtime", "-m", "shapecheck", "--version")
+    assert process.returncode == 0, process.stderr
+    assert "shapecheck.project" not in process.stderr
+    assert "shapecheck.cache" not in process.stderr
+
+
+def _analysed(path: Path):  # type: ignore[no-untyped-def]
+    source = parse_source(path.read_bytes(), str(path))
+    assert isinstance(source, Source)
+    return analyse(source.module, source.text, path=str(path))
+
+
+def test_coverage_counts_what_came_from_other_files(tmp_path: Path) -> None:
+    from shapecheck.coverage import measure
+
+    model = """\
+        import torch
+        from .layers import split_heads
+
+
+        def attend(x):
+            batch, length, width = x.shape
+            q = split_heads(x, 4)
+            k = split_heads(x, 4)
+            return torch.softmax(q @ k.transpose(-2, -1), dim=-1)
+        """
+    folder = package(tmp_path, layers=SPLIT_HEADS, model=model)
+    path = folder / "model.py"
+    measured, _ = measure((str(path), path.read_bytes()))
+    (folder / "layers.py").unlink()
+    alone, _ = measure((str(path), path.read_bytes()))
+    assert measured is not None and alone is not None
+    assert (measured.from_other_files, alone.from_other_files) == (2, 0)
+    assert measured.rank_known > alone.rank_known
