@@ -84,7 +84,7 @@ class DropoutInEval(Rule):
                 continue
             if rate is not None and not _may_drop(analysis, call, rate):
                 continue
-            if not _in_module_method(analysis, call) or _stays_off(analysis, call):
+            if not analysis.in_module_method(call) or _stays_off(analysis, call):
                 continue
             yield Violation(
                 call.func,
@@ -97,7 +97,7 @@ class DropoutInEval(Rule):
             rate = argument(call, _KERNELS[name], "dropout_p")
             if rate is None or not _may_drop(analysis, call, rate):
                 continue
-            if not _in_module_method(analysis, call) or _stays_off(analysis, call):
+            if not analysis.in_module_method(call) or _stays_off(analysis, call):
                 continue
             yield Violation(
                 rate,
@@ -105,13 +105,6 @@ class DropoutInEval(Rule):
                 "module's mode; pass `... if self.training else 0.0`",
                 fix=partial(_rate_in_training, rate),
             )
-
-
-def _in_module_method(analysis: ModuleAnalysis, node: ast.AST) -> bool:
-    """Inside a method (or a function nested in one) of an ``nn.Module`` subclass."""
-    cls = analysis.enclosing_class(node)
-    function = analysis.enclosing_function(node)
-    return cls is not None and function is not None and analysis.is_module_class(cls)
 
 
 def _stays_off(analysis: ModuleAnalysis, call: ast.Call) -> bool:

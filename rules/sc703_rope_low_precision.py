@@ -78,7 +78,7 @@ class RopeLowPrecision(Rule):
             cast = found.positions.rounded
             if cast is None or cast in rounded or _precision_off(analysis, cast):
                 continue
-            if found.positions.dtype is None and not _in_module(analysis, cast):
+            if found.positions.dtype is None and not analysis.in_module_method(cast):
                 continue  # outside a module, a dtype read off a tensor is the caller's choice
             rounded[cast] = found.positions
         for cast, positions in rounded.items():
@@ -99,12 +99,6 @@ class RopeLowPrecision(Rule):
                 "tables",
                 fix=partial(_in_float32, cast, rewrite) if rewrite else None,
             )
-
-
-def _in_module(analysis: ModuleAnalysis, node: ast.AST) -> bool:
-    """In a method of an ``nn.Module``, where a dtype read off a tensor is the model's."""
-    cls = analysis.enclosing_class(node)
-    return cls is not None and analysis.is_module_class(cls)
 
 
 def _precision_off(analysis: ModuleAnalysis, node: ast.AST) -> bool:

@@ -167,6 +167,16 @@ class ModuleAnalysis:
         """The innermost ``class`` holding ``node``."""
         return next((h for h in self.holders(node) if isinstance(h, ast.ClassDef)), None)
 
+    def in_module_method(self, node: ast.AST) -> bool:
+        """Inside a method (or a function nested in one) of an ``nn.Module`` subclass, where
+        ``self.training`` and the model's dtype mean something."""
+        cls = self.enclosing_class(node)
+        return (
+            cls is not None
+            and self.enclosing_function(node) is not None
+            and self.is_module_class(cls)
+        )
+
     def source(self, node: ast.AST) -> str:
         """``node``'s code as written (without parentheses around it)."""
         if self._lines is None:

@@ -17,10 +17,12 @@ from typing import Any, Protocol
 
 from shapecheck.analysis.dims import Dim
 from shapecheck.analysis.facts import (
+    DtypeOf,
     Fact,
     IntFact,
     ModuleFact,
     PrefixedSizes,
+    QualifiedName,
     ScalarFact,
     ShapePrefix,
     SizeFact,
@@ -286,6 +288,20 @@ DTYPES = {
     "torch.int32": "int32",
     "torch.int": "int32",
 }
+
+
+def written_dtype(fact: Fact) -> str | None:
+    """The dtype a ``dtype`` argument names: ``torch.float16``, or ``x.dtype``'s (``None``:
+    the model's, or one the analysis cannot read)."""
+    if isinstance(fact, QualifiedName):
+        return DTYPES.get(fact.name)
+    return fact.dtype if isinstance(fact, DtypeOf) else None
+
+
+def dtype_owner(node: ast.expr) -> ast.expr | None:
+    """The tensor a dtype argument is read off: ``x`` for ``x.dtype``; ``None`` otherwise."""
+    return node.value if isinstance(node, ast.Attribute) and node.attr == "dtype" else None
+
 
 LOW_PRECISION = ("float16", "bfloat16")
 """16-bit floats: 8 (bfloat16) or 11 (float16) bits of mantissa."""

@@ -34,18 +34,19 @@ from shapecheck.analysis.observations import (
     WeightsScaled,
 )
 from shapecheck.analysis.ops import (
-    DTYPES,
     LOW_PRECISION,
     Argument,
     OpCall,
     OpContext,
     as_tensor,
     broadcast_shapes,
+    dtype_owner,
     functional_names,
     module_op,
     number,
     tensor_op,
     torch_names,
+    written_dtype,
 )
 from shapecheck.analysis.ops.masks import check_mask, with_fill
 
@@ -103,10 +104,7 @@ def _rounded_by_cast(call: OpCall, dtype: str | None, like: Argument | None) -> 
     if dtype in LOW_PRECISION:
         return replace(positions, rounded=call.node, dtype=dtype)
     if dtype is None and like is not None and _models_dtype(like[0]):
-        written = like[1]
-        if isinstance(written, ast.Attribute) and written.attr == "dtype":
-            written = written.value  # .to(x.dtype): x
-        return replace(positions, rounded=call.node, like=written)
+        return replace(positions, rounded=call.node, like=dtype_owner(like[1]) or like[1])
     return positions
 
 
@@ -122,10 +120,8 @@ def _cast(target: Argument, dtype: str | None, *, dtype_given: bool) -> str | No
     tensor's (``.to(x)``), unknown for one the analysis cannot read (``.to(q.dtype)``); a
     device (``.to("cuda")``) leaves it."""
     fact, node = target
-    if isinstance(fact, QualifiedName):
-        return DTYPES.get(fact.name)
-    if isinstance(fact, DtypeOf):
-        return fact.dtype
+    if isinstance(fact, QualifiedName | DtypeOf):
+        return written_dtype(fact)
     written = (dotted_name(node) or "") if isinstance(node, ast.expr) else ""
     if "device" in written.rsplit(".", 1)[-1]:
         return dtype  # .to(device), .to(x.device)

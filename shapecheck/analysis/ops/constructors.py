@@ -29,10 +29,12 @@ from shapecheck.analysis.ops import (
     DTYPES,
     LOW_PRECISION,
     OpCall,
+    dtype_owner,
     function_op,
     new_tensor,
     tensor_op,
     torch_names,
+    written_dtype,
 )
 
 
@@ -79,17 +81,9 @@ def arange(call: OpCall) -> Fact:
     else:
         dtype = written_dtype(written[0])
         if in_low_precision(written[0]):
-            like = written[1].value if isinstance(written[1], ast.Attribute) else None
-            positions = Positions(call.node, call.node, dtype, like)
+            positions = Positions(call.node, call.node, dtype, dtype_owner(written[1]))
     shape = (length if length is not None else Dim.symbol("?"),)
     return new_tensor(shape, call.node, dtype=dtype, positions=positions)
-
-
-def written_dtype(fact: Fact) -> str | None:
-    """The dtype a ``dtype`` argument names: ``torch.float16``, or ``x.dtype``'s."""
-    if isinstance(fact, QualifiedName):
-        return DTYPES.get(fact.name)
-    return fact.dtype if isinstance(fact, DtypeOf) else None
 
 
 def in_low_precision(fact: Fact) -> bool:
