@@ -49,10 +49,7 @@ class MaskWithIsCausal(Rule):
     summary = "`attn_mask` together with `is_causal=True` in one SDPA call"
 
     def check(self, analysis: ModuleAnalysis) -> Iterator[Violation]:
-        for call in analysis.calls_to("torch.nn.functional.scaled_dot_product_attention"):
-            causal = argument(call, 5, "is_causal")
-            if not (isinstance(causal, ast.Constant) and causal.value is True):
-                continue
+        for call, causal in analysis.causal_attention_calls():
             mask = argument(call, 3, "attn_mask")
             if mask is None or _none_here(analysis, call, mask) or _expects_error(analysis, call):
                 continue

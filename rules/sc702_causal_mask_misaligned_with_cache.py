@@ -52,10 +52,7 @@ class CausalMaskMisalignedWithCache(Rule):
     summary = "`is_causal=True` (top-left) on keys a KV cache made longer than the queries"
 
     def check(self, analysis: ModuleAnalysis) -> Iterator[Violation]:
-        for call in analysis.calls_to("torch.nn.functional.scaled_dot_product_attention"):
-            causal = argument(call, 5, "is_causal")
-            if not (isinstance(causal, ast.Constant) and causal.value is True):
-                continue
+        for call, causal in analysis.causal_attention_calls():
             keys = argument(call, 1, "key")
             fact = analysis.fact(keys) if keys is not None else None
             if not isinstance(fact, TensorFact) or fact.cached is None:

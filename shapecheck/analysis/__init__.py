@@ -115,6 +115,14 @@ class ModuleAnalysis:
                 if (mask := argument(call, position, keyword)) is not None:
                     yield mask, "nn.MultiheadAttention", keyword
 
+    def causal_attention_calls(self) -> Iterator[tuple[ast.Call, ast.expr]]:
+        """Every ``F.scaled_dot_product_attention`` call given ``is_causal=True`` as written
+        (a flag the code computes is its own decision), with that argument."""
+        for call in self.calls_to("torch.nn.functional.scaled_dot_product_attention"):
+            causal = argument(call, 5, "is_causal")
+            if isinstance(causal, ast.Constant) and causal.value is True:
+                yield call, causal
+
     def observations(
         self, kind: type[ObservationT], within: FunctionNode | None = None
     ) -> Iterator[ObservationT]:
