@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from shapecheck.analysis import analyse
+from shapecheck.analysis.facts import TensorFact
 from shapecheck.linter import lint_source
 from shapecheck.project import locate
 from shapecheck.rule import Rule, all_rules
@@ -150,6 +151,30 @@ def test_constructor_arguments_give_the_class_its_sizes(tmp_path: Path) -> None:
     assert findings(folder / "model.py") == {(13, "SC501")}
     write(folder, {"model.py": model.replace("HEAD_SIZE", "64")})
     assert findings(folder / "model.py") == set()
+
+
+def test_a_helper_of_another_file_shows_the_rank_of_what_it_is_handed(tmp_path: Path) -> None:
+    layers = """\
+        def repeat_kv(hidden_states, bias):
+            batch, heads, length, head_dim = hidden_states.shape
+            return hidden_states + bias
+        """
+    model = """\
+        import torch
+        from .layers import repeat_kv
+
+
+        def f(key):
+            first = key.relu()
+            return repeat_kv(key, torch.zeros(1))
+        """
+    folder = package(tmp_path, layers=layers, model=model)
+    source = parse_source((folder / "model.py").read_bytes(), str(folder / "model.py"))
+    assert isinstance(source, Source)
+    analysis = analyse(source.module, source.text, path=str(folder / "model.py"))
+    [f] = [function for function in analysis.functions if function.name == "f"]
+    [first] = [fact for node, name, fact in f.bindings if name == "first"]
+    assert isinstance(first, TensorFact) and first.rank == 4  # the helper unpacks four sizes
 
 
 def test_findings_stay_in_the_file_where_the_bug_is_written(tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass, replace
@@ -53,13 +54,10 @@ from shapecheck.analysis.facts import (
 )
 from shapecheck.analysis.imports import collect_imports, nested_blocks
 from shapecheck.analysis.interpreter import (
-    INLINE_DEPTH,
     ClassModel,
     Interpreter,
     ModuleContext,
     _bind_arguments,
-    _uncertain,
-    _unmodelled_call,
 )
 from shapecheck.analysis.ops import Argument
 from shapecheck.project import (
@@ -394,58 +392,46 @@ class ProjectScope:
             return None
         return located.module, located.definition
 
-    def call(
+    # --- a call followed into another file (``Interpreter._inline``) -------------------------
+
+    def check_arguments(
         self,
         caller: Interpreter,
         function: FunctionRef,
-        node: ast.Call,
+        home: Dependency,
         args: list[Argument],
         kwargs: dict[str, Argument],
-    ) -> Fact:
-        """Follow a call into a function of another file (see ``Interpreter._inline``)."""
-        home = self.homes[function.node]
-        arguments = _bind_arguments(function, args, kwargs)
-        if arguments is not None and home.context is not None and _annotated(function.node):
-            # the callee's jaxtyping annotations, read with its own module's imports; what
-            # the caller passes against them is the caller's to answer for
+    ) -> None:
+        """Check what the caller passes against the callee's jaxtyping annotations, read with
+        its own module's imports: the caller's to answer for."""
+        if home.context is not None and _annotated(function.node):
             checker = Interpreter(home.context, record=caller.record)
             checker.observations = caller.observations
             checker._check_arguments(function, args, kwargs)
-        if caller.depth >= INLINE_DEPTH or arguments is None or home.context is None:
-            return _unmodelled_call(node)
+
+    @staticmethod
+    def entering(
+        function: FunctionRef, home: Dependency, arguments: dict[str, Fact]
+    ) -> dict[str, Fact] | None:
+        """The arguments as the callee's file sees them; ``None`` where the call is not worth
+        following: a function of another file handed no tensor builds sizes, options or
+        layers, and following each such call costs more than it tells about attention code."""
         if function.class_name is None and not any(_a_tensor(f) for f in arguments.values()):
-            # a function of another file handed no tensor builds sizes, options or layers:
-            # following each such call costs more than it tells about attention code
-            return _unmodelled_call(node)
-        arguments = {name: _entering(fact) for name, fact in arguments.items()}
-        owner = self.context.classes.get(function.class_name) if function.class_name else None
-        key: tuple[object, ...] | None = (
-            "project",
-            function.node,
-            function.class_name,
-            caller.depth,
-            *sorted(arguments.items()),
-        )
-        if function.enclosed:
-            key = None  # what it returns may depend on the names bound where it was defined
-        with active(home.evidence):
-            returned = self.context.inlined.get(key) if key is not None else None
-            if returned is None:
-                callee = Interpreter(
-                    home.context, class_model=owner, record=False, depth=caller.depth + 1
-                )
-                callee.inherit(function.node, dict(function.closure))
-                try:
-                    returned = callee.run_function(function.node, arguments)
-                except RecursionError:  # deeper than Python's stack: a call it cannot follow
-                    return _unmodelled_call(node)
-                returned = self._leaving(returned, home)
-                if key is not None:
-                    self.context.inlined[key] = returned
-        if self.depth == 0:
-            self.followed.add(node)
-            returned = reanchored(returned, node)
-        return _uncertain(returned) if function.uncertain else returned
+            return None
+        return {name: _entering(fact) for name, fact in arguments.items()}
+
+    def inside(self, home: Dependency | None) -> contextlib.AbstractContextManager[None]:
+        """Work in ``home``'s code: what its answers rest on, this module's result rests on
+        (each time, an answer remembered from before too)."""
+        return active(home.evidence) if home is not None else contextlib.nullcontext()
+
+    def arrived(self, call: ast.Call, fact: Fact) -> Fact:
+        """A value another file's code returned through ``call``: in the checked module it
+        points at the call (see :func:`reanchored`), and the call counts as followed."""
+        if self.depth != 0:
+            return fact
+        self.followed.add(call)
+        return reanchored(fact, call)
 
     def instance(
         self, cls: ClassRef, args: list[Argument], kwargs: dict[str, Argument]
@@ -650,7 +636,7 @@ class ProjectScope:
 
     # --- crossing -------------------------------------------------------------------------
 
-    def _leaving(self, fact: Fact, home: Dependency) -> Fact:
+    def leaving(self, fact: Fact, home: Dependency) -> Fact:
         """A value ``home`` returns, in this module's names."""
         if isinstance(fact, ClassRef | InstanceFact):
             key = self._adopted(fact.name, home)
@@ -662,9 +648,9 @@ class ProjectScope:
             key = self._adopted(fact.class_name, home)
             return replace(fact, class_name=key) if key is not None else UNKNOWN
         if isinstance(fact, TupleFact):
-            return TupleFact(tuple(self._leaving(item, home) for item in fact.items))
+            return TupleFact(tuple(self.leaving(item, home) for item in fact.items))
         if isinstance(fact, RepeatedFact):
-            return RepeatedFact(self._leaving(fact.item, home))
+            return RepeatedFact(self.leaving(fact.item, home))
         return fact
 
 

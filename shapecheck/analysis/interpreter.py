@@ -8,6 +8,7 @@ joins environments where control flow merges. It never runs the code it reads.
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -1565,22 +1566,34 @@ class Interpreter:
         args: list[Argument],
         kwargs: dict[str, Argument],
     ) -> Fact:
-        """Follow a call into a function of this module, without recording anything there."""
+        """Follow a call into a function, without recording anything there: one of this
+        module, or one of another file (``from .layers import split_heads``), interpreted in
+        its own module's context and handed back in this module's names (see
+        :class:`~shapecheck.analysis.imported.ProjectScope`)."""
         project = self.context.project
-        if project is not None and function.node in project.homes:  # another file's
-            return project.call(self, function, node, args, kwargs)
+        home = project.homes.get(function.node) if project is not None else None
         arguments = _bind_arguments(function, args, kwargs)
-        if self.record and not self.context.call_sites_frozen:
-            # a recursive call says what the function passes itself, not what its callers
-            # do: its parameters are then no one's to tell
-            site = None if _within(node, function.node) else arguments
-            self.call_sites.append((function.node, site))
-        if arguments is not None:
-            self._check_arguments(function, args, kwargs)
+        if home is None:
+            if self.record and not self.context.call_sites_frozen:
+                # a recursive call says what the function passes itself, not what its callers
+                # do: its parameters are then no one's to tell
+                site = None if _within(node, function.node) else arguments
+                self.call_sites.append((function.node, site))
+            if arguments is not None:
+                self._check_arguments(function, args, kwargs)
+        elif arguments is not None:
+            assert project is not None
+            project.check_arguments(self, function, home, args, kwargs)
         if self.depth >= INLINE_DEPTH or arguments is None:
             return _unmodelled_call(node)
-        model = self.context.classes.get(function.class_name) if function.class_name else None
-        owner = model or self.class_model
+        context, owner = self.context, self.class_model
+        if home is not None:
+            assert project is not None
+            entered = project.entering(function, home, arguments)
+            if entered is None or home.context is None:
+                return _unmodelled_call(node)
+            context, owner, arguments = home.context, None, entered
+        owner = self.context.classes.get(function.class_name or "") or owner
         key: tuple[object, ...] | None = (
             function.node,
             owner.name if owner else None,
@@ -1589,23 +1602,28 @@ class Interpreter:
         )
         if function.enclosed or any(_closes_over(fact) for fact in arguments.values()):
             key = None  # what it returns may depend on the names bound where it was defined
-        returned = self.context.inlined.get(key) if key is not None else None
-        shown = self.context.inlined_ranks.get(key, {}) if key is not None else {}
-        if returned is None:
-            callee = Interpreter(
-                self.context, class_model=owner, record=False, depth=self.depth + 1
-            )
-            callee.inherit(function.node, dict(function.closure))
-            try:
-                returned = callee.run_function(function.node, arguments)
-            except RecursionError:  # deeper than Python's stack: a call it cannot follow
-                return _unmodelled_call(node)
-            shown = {name: rank for name in callee.passed if (rank := callee.uses.rank(name))}
-            if key is not None:
-                self.context.inlined[key] = returned
-                self.context.inlined_ranks[key] = shown
+        with project.inside(home) if project is not None else contextlib.nullcontext():
+            returned = self.context.inlined.get(key) if key is not None else None
+            shown = self.context.inlined_ranks.get(key, {}) if key is not None else {}
+            if returned is None:
+                callee = Interpreter(context, class_model=owner, record=False, depth=self.depth + 1)
+                callee.inherit(function.node, dict(function.closure))
+                try:
+                    returned = callee.run_function(function.node, arguments)
+                except RecursionError:  # deeper than Python's stack: a call it cannot follow
+                    return _unmodelled_call(node)
+                if home is not None:
+                    assert project is not None
+                    returned = project.leaving(returned, home)
+                shown = {name: rank for name in callee.passed if (rank := callee.uses.rank(name))}
+                if key is not None:
+                    self.context.inlined[key] = returned
+                    self.context.inlined_ranks[key] = shown
         if shown and self.context.shapes:
             self._handed_uses(function.node.name, [*args, *kwargs.values()], arguments, shown)
+        if home is not None:
+            assert project is not None
+            returned = project.arrived(node, returned)
         return _uncertain(returned) if function.uncertain else returned
 
     def _handed_uses(
