@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from shapecheck.analysis import ModuleAnalysis, argument
 from shapecheck.analysis.dims import Dim
 from shapecheck.analysis.facts import Scale, TensorFact
-from shapecheck.analysis.observations import AttentionScores
+from shapecheck.analysis.observations import AttentionScores, SameSize
 from shapecheck.rule import Rule, Violation
 
 
@@ -18,6 +18,10 @@ class WrongAttentionScale(Rule):
     heads, by `sqrt(num_heads)`, by `1/d_k` (no square root), or multiplied by `sqrt(d_k)`
     (dividing by a `scale` that already holds `d_k ** -0.5`); and queries scaled by hand and then
     given to `F.scaled_dot_product_attention`, which scales again unless `scale=` is passed.
+    `C` is known to be the model width when `x` feeds a layer built that wide
+    (`self.key = nn.Linear(n_embd, head_size)`); where only the caller decides the head size
+    (`Head(n_embd, head_size=n_embd // n_head)`), the scale is reported in `Head`, naming the
+    line that builds it so.
 
     ## Why is this bad?
     The scale keeps the dot products of `d_k`-dimensional vectors at unit variance. With the
@@ -61,7 +65,7 @@ class WrongAttentionScale(Rule):
         for scores in analysis.observations(AttentionScores):
             if analysis.co_attention(scores.product):
                 continue  # an alignment both ways is not dot-product attention
-            problem = _problem(scores)
+            problem = _problem(scores, _sizes_shown_equal(analysis, scores))
             if problem is not None and problem[0] not in reported:
                 reported.add(problem[0])
                 yield Violation(problem[0], problem[1])
@@ -76,7 +80,26 @@ def _scaled_inputs(analysis: ModuleAnalysis, call: ast.Call) -> bool:
     return False
 
 
-def _problem(scores: AttentionScores) -> tuple[ast.AST, str] | None:
+def _sizes_shown_equal(
+    analysis: ModuleAnalysis, scores: AttentionScores
+) -> dict[Dim, tuple[Dim, str]]:
+    """The sizes of the function computing ``scores`` that its layers show equal to others,
+    each with the words that say so: ``C`` of ``B, T, C = x.shape`` is ``n_embd`` where ``x``
+    feeds ``self.key = nn.Linear(n_embd, head_size)``."""
+    function = analysis.enclosing_function(scores.softmax)
+    if function is None:
+        return {}
+    shown: dict[Dim, tuple[Dim, str]] = {}
+    for same in analysis.observations(SameSize, within=function):
+        layer = analysis.source(same.layer)
+        words = f"`{same.written}` is {same.known}, what `{layer}` takes"
+        shown.setdefault(same.written, (same.known, words))
+    return shown
+
+
+def _problem(
+    scores: AttentionScores, same: dict[Dim, tuple[Dim, str]]
+) -> tuple[ast.AST, str] | None:
     product = scores.product
     evidence = scores.scores.scaling
     if not evidence or product.left.is_parameter or product.right.is_parameter:
@@ -103,12 +126,14 @@ def _problem(scores: AttentionScores) -> tuple[ast.AST, str] | None:
         return None
     if exponent != -0.5 or not base.is_named:
         return None
-    ratio = base.floordiv(d_k)
-    if not ratio.quotients and ratio.is_named:
-        return where, (
-            f"scores scaled by 1/sqrt({base}), the model width: with {ratio} heads each head's "
-            f"d_k is {d_k}; scale by 1/sqrt({d_k})"
-        )
+    for width, shown in ((base, None), same.get(base, (None, None))):
+        ratio = width.floordiv(d_k) if width is not None else None
+        if ratio is not None and not ratio.quotients and ratio.is_named:
+            words = f" ({shown})" if shown else ""
+            return where, (
+                f"scores scaled by 1/sqrt({base}), the model width{words}: with {ratio} heads "
+                f"each head's d_k is {d_k}; scale by 1/sqrt({d_k})"
+            )
     if len(queries) >= 3 and base == queries[-3]:
         return where, f"scores scaled by 1/sqrt({base}), the number of heads: use 1/sqrt({d_k})"
     return None

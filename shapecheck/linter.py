@@ -9,9 +9,10 @@ import itertools
 import sys
 import tokenize
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from shapecheck.analysis import analyse, definitions
+from shapecheck.analysis import ModuleAnalysis, analyse, definitions
 from shapecheck.diagnostics import (
     Diagnostic,
     FileResult,
@@ -65,6 +66,7 @@ def lint_parsed(source: Source, rules: Sequence[Rule]) -> FileResult:
             crashed.append(internal_error(source.path, f"in rule {rule.code}", error))
         else:
             ran.add(rule.code)
+    found += _in_constructed_sizes(analysis, rules, found, source, crashed)
     if analysis.too_deep:  # the rules saw only part of the file: none can vouch for it all
         ran.clear()
     diagnostics = (
@@ -82,6 +84,46 @@ def lint_parsed(source: Source, rules: Sequence[Rule]) -> FileResult:
         complete=complete,
         dependencies=dependencies,
     )
+
+
+def _in_constructed_sizes(
+    analysis: ModuleAnalysis,
+    rules: Sequence[Rule],
+    found: list[tuple[Rule, Violation]],
+    source: Source,
+    crashed: list[Diagnostic],
+) -> list[tuple[Rule, Violation]]:
+    """What the rules find in a class only as a construction sizes it (``Head(n_embd,
+    head_size=n_embd // n_head)`` makes ``C ** -0.5`` the model width's scale), reported where
+    it is written with the construction named; no fix, which would be right for one caller. A
+    class the rules fault alone is left at that: in its callers' sizes the same bug shows again
+    downstream (a wrong merge also feeds the wrong width to the next layer). A rule's bug here
+    costs its findings here, and says so."""
+    faulted = {analysis.enclosing_class(violation.node) for _, violation in found}
+    seen: set[tuple[str, ast.AST]] = set()
+    lines = Lines(source.text)
+    more: list[tuple[Rule, Violation]] = []
+    for specialised in analysis.specialised:
+        construction = specialised.construction
+        built = " ".join(lines.segment(construction.node).split())
+        line = construction.node.lineno
+        where = f" (where line {line} builds `{built}` with {construction.sizes})"
+        for rule in rules:
+            if isinstance(rule, SuppressionRule):
+                continue
+            try:
+                violations = list(rule.check(specialised.analysis))
+            except Exception as error:
+                crashed.append(internal_error(source.path, f"in rule {rule.code}", error))
+                continue
+            for violation in violations:
+                if analysis.enclosing_class(violation.node) in faulted:
+                    continue
+                if (rule.code, violation.node) not in seen:
+                    seen.add((rule.code, violation.node))
+                    message = violation.message + where
+                    more.append((rule, replace(violation, message=message, fix=None)))
+    return more
 
 
 def _diagnostics(

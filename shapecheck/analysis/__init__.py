@@ -26,7 +26,7 @@ from shapecheck.analysis.facts import (
     TensorFact,
     Unknown,
 )
-from shapecheck.analysis.imported import ProjectScope, checking
+from shapecheck.analysis.imported import Construction, ProjectScope, checking, classes_in
 from shapecheck.analysis.imports import collect_imports, dotted_name, nested_blocks
 from shapecheck.analysis.interpreter import (
     ClassModel,
@@ -57,6 +57,8 @@ class ModuleAnalysis:
     project: ProjectScope | None = None
     """The project's other files as the module saw them, and what its result rests on
     (``evidence``); ``None`` when analysed alone."""
+    specialised: list[Specialised] = field(default_factory=list)
+    """The module's classes analysed again in the sizes a construction gives them."""
     _parents: dict[ast.AST, ast.AST] | None = field(default=None, repr=False)
     _facts: dict[ast.AST, Fact] | None = field(default=None, repr=False)
     _calls: dict[tuple[type[Fact], str], list[ast.Call]] | None = field(default=None, repr=False)
@@ -372,10 +374,54 @@ def analyse(
                 too_deep.append(result)
             else:
                 functions.append(result)
+    specialised = [
+        Specialised(construction, ModuleAnalysis(module, text, methods, imports))
+        for construction, methods in _constructed(context, module, globals_)
+    ]
     conclude(context.project, module, functions)
     return ModuleAnalysis(
-        module, text, functions, imports, too_deep=too_deep, project=context.project
+        module,
+        text,
+        functions,
+        imports,
+        too_deep=too_deep,
+        project=context.project,
+        specialised=specialised,
     )
+
+
+@dataclass(frozen=True)
+class Specialised:
+    """A class of the module analysed again in the sizes one construction gives it: what the
+    rules find there and not in the class alone is true of the code only as so built."""
+
+    construction: Construction
+    analysis: ModuleAnalysis
+
+
+def _constructed(
+    context: ModuleContext, module: ast.Module, globals_: dict[str, Fact]
+) -> Iterator[tuple[Construction, list[FunctionFacts]]]:
+    """The methods (all but ``__init__``, which built the model) of each class of the module
+    a construction gave sizes, interpreted in them."""
+    project = context.project
+    if project is None or not project.constructions:
+        return
+    classes = {node.name: node for node in classes_in(module.body)}
+    # the last construction of a model built it again (``__init__`` is read twice)
+    last = {construction.model: construction for construction in project.constructions}
+    for construction in last.values():
+        node, model = classes.get(construction.cls), context.classes.get(construction.model)
+        if node is None or model is None:
+            continue
+        methods: list[FunctionFacts] = []
+        for method in definitions(node.body):
+            if isinstance(method, FunctionNode) and method.name != "__init__":
+                name = f"{construction.model}.{method.name}"
+                for result in _analyse_function(context, method, globals_, model, name):
+                    if isinstance(result, FunctionFacts):
+                        methods.append(result)
+        yield construction, methods
 
 
 @dataclass(frozen=True)

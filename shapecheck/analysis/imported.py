@@ -300,6 +300,20 @@ def syntax_of(file: ProjectFile) -> Syntax:
     return known[1]
 
 
+@dataclass(frozen=True)
+class Construction:
+    """A class of the checked module built with sizes its caller decides (``Head(n_embd,
+    head_size=n_embd // n_head)``): its methods are checked once more in them, and what they
+    show only there is reported where it is written, naming the construction."""
+
+    cls: str
+    model: str
+    """The name of the model of the class built with them (``Head(head_size=n_embd//n_head)``)."""
+    node: ast.Call
+    sizes: str
+    """The sizes it decides, as shown (``head_size = n_embd//n_head``)."""
+
+
 class ProjectScope:
     """What one module (checked, or read as a dependency) sees of the project's other files."""
 
@@ -330,6 +344,8 @@ class ProjectScope:
         self._lookups: dict[str, Fact | None] = {}
         self._dotted: dict[str, Fact | None] = {}
         self._modules: dict[str, ProjectFile] = {}
+        self.constructions: list[Construction] = []
+        """The module's own classes built with sizes of their callers, in the order met."""
         self._instances: dict[tuple[object, ...], str] = {}
         self._sizes_named: dict[str, set[str]] = {}
         self._class_nodes: dict[str, ast.ClassDef] | None = None
@@ -434,12 +450,20 @@ class ProjectScope:
         return reanchored(fact, call)
 
     def instance(
-        self, cls: ClassRef, args: list[Argument], kwargs: dict[str, Argument]
+        self,
+        caller: Interpreter,
+        cls: ClassRef,
+        node: ast.Call,
+        args: list[Argument],
+        kwargs: dict[str, Argument],
     ) -> InstanceFact:
-        """An instance of ``cls`` as this construction builds it: where it passes sizes the
-        class's own sizes are made of (``Head(n_embd, head_size=n_embd // n_head)``,
+        """An instance of ``cls`` as construction ``node`` builds it: where it passes sizes
+        the class's own sizes are made of (``Head(n_embd, head_size=n_embd // n_head)``,
         ``Head(64, 16)``), a model of the class built from ``__init__`` with them, so its
-        ``forward`` computes in the caller's sizes; otherwise the class's one model."""
+        ``forward`` computes in the caller's sizes; otherwise the class's one model. A class
+        of the checked module so built is one of its :attr:`constructions`."""
+        args = [_as_size(caller, *argument) for argument in args]
+        kwargs = {name: _as_size(caller, *argument) for name, argument in kwargs.items()}
         passed = [fact for fact, _ in [*args, *kwargs.values()]]
         if not any(isinstance(fact, IntFact) and _decides_sizes(fact.dim) for fact in passed):
             return InstanceFact(cls.name)
@@ -460,12 +484,11 @@ class ProjectScope:
         sizes = {
             name: fact
             for name, fact in sorted(arguments.items())
-            if isinstance(fact, IntFact)
-            and _decides_sizes(fact.dim)
-            and (name in named or f"self.{name}" in named)
+            if isinstance(fact, IntFact) and (name in named or f"self.{name}" in named)
         }
-        if not sizes:
+        if not any(_decides_sizes(fact.dim) for fact in sizes.values()):
             return InstanceFact(cls.name)
+        # the others are bound too: ``n_embd`` is the caller's, which ``head_size`` divides
         key = (cls.name, *sizes.items())
         if key not in self._instances:
             assert init is not None
@@ -475,6 +498,13 @@ class ProjectScope:
                 shown = ", ".join(f"{param}={fact.dim}" for param, fact in sizes.items())
                 name = model.name = f"{cls.name}({shown})"
                 self.context.classes[name] = model
+                if self.depth == 0 and init not in self.homes:
+                    decided = ", ".join(
+                        f"{param} = {fact.dim}"
+                        for param, fact in sizes.items()
+                        if _decides_sizes(fact.dim)
+                    )
+                    self.constructions.append(Construction(cls.name, name, node, decided))
             self._instances[key] = name
         return InstanceFact(self._instances[key])
 
@@ -652,6 +682,14 @@ class ProjectScope:
         if isinstance(fact, RepeatedFact):
             return RepeatedFact(self.leaving(fact.item, home))
         return fact
+
+
+def _as_size(caller: Interpreter, fact: Fact, node: ast.expr) -> Argument:
+    """An argument as the size the caller calls it, where it may be one (``n_embd``, a
+    parameter nothing said more of): the class then computes in the caller's sizes."""
+    if not isinstance(fact, IntFact) and (size := caller.size(fact, node)) is not None:
+        return IntFact(size), node
+    return fact, node
 
 
 def _a_tensor(fact: Fact) -> bool:

@@ -1300,7 +1300,7 @@ class Interpreter:
             self._construct(callee, node, args, kwargs)
             project = self.context.project
             if project is not None:  # an instance of the sizes it was given
-                return project.instance(callee, args, kwargs)
+                return project.instance(self, callee, node, args, kwargs)
             return InstanceFact(callee.name)
         if isinstance(callee, InstanceFact):
             forward = self.context.classes[callee.name].methods.get("forward")

@@ -98,6 +98,20 @@ class SizeMismatch:
 
 
 @dataclass(frozen=True)
+class SameSize:
+    """Two sizes written apart that code which runs makes equal: the last axis of a tensor
+    (``C`` of ``B, T, C = x.shape``) fed to a layer built ``in_features`` wide."""
+
+    node: ast.AST
+    written: Dim
+    """The size as the tensor names it (``C``)."""
+    known: Dim
+    """The size the layer was built with (``n_embd``)."""
+    layer: ast.AST
+    """What the tensor is fed to (``self.key``)."""
+
+
+@dataclass(frozen=True)
 class LinearWeightProduct:
     """``x @ linear.weight``: the ``[out, in]`` weight used as if it were ``[in, out]``."""
 
@@ -238,6 +252,7 @@ Observation = (
     | AttentionScores
     | NoOpAxisOp
     | SizeMismatch
+    | SameSize
     | LinearWeightProduct
     | SizeDivision
     | ExactDivisionAssumed

@@ -20,6 +20,7 @@ from shapecheck.analysis.lattice import Family, flow
 from shapecheck.analysis.observations import (
     LinearWeightProduct,
     MaskAfterSoftmax,
+    SameSize,
     SizeMismatch,
 )
 from shapecheck.analysis.ops import (
@@ -278,6 +279,8 @@ def linear_module(call: OpCall) -> Fact:
                 SizeMismatch(call.node, "nn.Linear input width", module.in_features, width)
             )
         rely_on_divisions(call.context, call.node, module.in_features, width)
+        if width != module.in_features and isinstance(call.node, ast.Call):
+            call.context.observe(SameSize(call.node, width, module.in_features, call.node.func))
     return _projected(call, module.out_features if module else None)
 
 
