@@ -85,15 +85,22 @@ class ProjectFile:
         return source.text if source is not None else ""
 
     @functools.cached_property
-    def _source(self) -> Source | None:
-        from shapecheck.source import Source, parse_source  # a warm run parses nothing
-
+    def data(self) -> bytes:
+        """Its content (empty: it cannot be read, or changed since found, so it is known
+        neither way this time)."""
         try:
             data = read_regular_file(self.path)
         except OSError:
+            return b""
+        return data if hashlib.sha256(data).hexdigest() == self.digest else b""
+
+    @functools.cached_property
+    def _source(self) -> Source | None:
+        from shapecheck.source import Source, parse_source  # a warm run parses nothing
+
+        data = self.data
+        if not data and self.digest != _EMPTY:
             return None
-        if hashlib.sha256(data).hexdigest() != self.digest:
-            return None  # changed since it was found: known neither way this time
         source = parse_source(data, self.path)
         # A dependency's tree lives as long as the process: the cyclic collector need not walk
         # it again at every collection (it would, for each file checked after it).
@@ -138,8 +145,41 @@ def touch(evidence: Evidence) -> None:
             sink.update(evidence)
 
 
+_EMPTY = hashlib.sha256(b"").hexdigest()
+
+MAX_NEIGHBOURS = 32
+"""A folder of more modules is a collection (``timm/models``), not a package whose few
+modules build each other's classes: their constructions are not looked for there."""
+
+
+def neighbours(path: str) -> list[ProjectFile]:
+    """The other modules in the folder of the file at ``path``, where it holds at most
+    :data:`MAX_NEIGHBOURS`. Which modules are there is written to the evidence (as the
+    folder's path, ending in a separator): a module added there may build the file's
+    classes."""
+    folder = os.path.dirname(path)
+    if installed(folder) or _looked_at(folder + os.sep) is None:
+        return []
+    names = _module_names(folder)
+    if names is None or len(names) > MAX_NEIGHBOURS:
+        return []
+    paths = [os.path.join(folder, name) for name in names]
+    return [found for each in paths if each != path and (found := _read(each)) is not None]
+
+
+def _module_names(folder: str) -> list[str] | None:
+    try:
+        return sorted(name for name in os.listdir(folder) if name.endswith(".py"))
+    except OSError:
+        return None
+
+
 def digest(path: str) -> str | None:
-    """The SHA-256 of a regular file's content (``None``: none there, or unreadable)."""
+    """The SHA-256 of a regular file's content, or, for a folder (a path ending in a
+    separator), of the names of its modules (``None``: nothing there, or unreadable)."""
+    if path.endswith(os.sep):
+        names = _module_names(path)
+        return None if names is None else hashlib.sha256("\0".join(names).encode()).hexdigest()
     try:
         return hashlib.sha256(read_regular_file(path)).hexdigest()
     except OSError:

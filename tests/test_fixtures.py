@@ -57,8 +57,8 @@ def test_a_fixture_package_module_is_a_fixture() -> None:
     """Modules of a fixture package that ``run`` are fixtures; the others (what they import)
     are not, and neither is the package's ``fixed/``."""
     names = {path.relative_to(path.parents[1]).as_posix() for path in FIXTURES}
-    assert {"project/layers.py", "project/model.py"} <= names
-    assert not names & {"project/attention.py", "project/configuration.py", "project/__init__.py"}
+    assert {"project/attention.py", "project/layers.py", "project/model.py"} <= names
+    assert not names & {"project/configuration.py", "project/__init__.py"}
     assert not any("fixed/" in name for name in names)
 
 

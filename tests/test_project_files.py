@@ -498,6 +498,79 @@ def test_editing_a_dependency_checks_its_users_again(tmp_path: Path) -> None:
     assert list((tmp_path / ".shapecheck_cache").rglob("*.json"))
 
 
+LECTURE_HEAD = """\
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+
+    class Head(nn.Module):
+        def __init__(self, n_embd, head_size):
+            super().__init__()
+            self.key = nn.Linear(n_embd, head_size, bias=False)
+            self.query = nn.Linear(n_embd, head_size, bias=False)
+
+        def forward(self, x):
+            B, T, C = x.shape
+            k, q = self.key(x), self.query(x)
+            return F.softmax(q @ k.transpose(-2, -1) * C**-0.5, dim=-1)
+    """
+
+HEADS_OF = """\
+    import torch.nn as nn
+    from .attention import Head
+
+
+    class Heads(nn.Module):
+        def __init__(self, n_embd, num_heads):
+            super().__init__()
+            self.heads = nn.ModuleList([Head(n_embd, HEAD_SIZE) for _ in range(num_heads)])
+    """
+
+
+def test_a_class_is_checked_in_the_sizes_another_module_of_its_folder_builds_it_with(
+    tmp_path: Path,
+) -> None:
+    folder = package(
+        tmp_path, attention=LECTURE_HEAD, model=HEADS_OF.replace("HEAD_SIZE", "n_embd // num_heads")
+    )
+    result = lint_source(
+        (folder / "attention.py").read_bytes(), str(folder / "attention.py"), RULES
+    )
+    [finding] = result.diagnostics
+    assert (finding.line, finding.code) == (14, "SC302")  # in Head, where the scale is written
+    assert finding.message.endswith(
+        "(where line 8 of model.py builds `Head(n_embd, n_embd // num_heads)` with "
+        "head_size = n_embd//num_heads)"
+    )
+    assert result.dependencies[str(folder / "model.py")] is not None
+    assert str(folder) + os.sep in result.dependencies  # which modules the folder holds
+    assert findings(folder / "model.py") == set()  # never reported in the caller's file
+    write(folder, {"model.py": HEADS_OF.replace("HEAD_SIZE", "n_embd")})  # one head: d_k == C
+    assert findings(folder / "attention.py") == set()
+
+
+def test_a_module_added_to_the_folder_checks_its_neighbours_again(tmp_path: Path) -> None:
+    folder = package(tmp_path, attention=LECTURE_HEAD)
+    (tmp_path / "pyproject.toml").write_text("", encoding="utf-8")
+    assert _shapecheck("pkg/attention.py", cwd=tmp_path) == []
+    write(folder, {"model.py": HEADS_OF.replace("HEAD_SIZE", "n_embd // num_heads")})
+    assert _shapecheck("pkg/attention.py", cwd=tmp_path) == [("attention.py", 14, "SC302")]
+    (folder / "model.py").unlink()
+    assert _shapecheck("pkg/attention.py", cwd=tmp_path) == []
+
+
+def test_a_folder_of_many_modules_is_not_searched_for_constructions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shapecheck.project
+
+    folder = package(
+        tmp_path, attention=LECTURE_HEAD, model=HEADS_OF.replace("HEAD_SIZE", "n_embd // num_heads")
+    )
+    monkeypatch.setattr(shapecheck.project, "MAX_NEIGHBOURS", 2)  # __init__, attention, model
+    assert findings(folder / "attention.py") == set()
+
+
 def test_the_same_content_elsewhere_is_checked_against_its_own_dependencies(
     tmp_path: Path,
 ) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import os
 from collections.abc import Container, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
@@ -374,10 +375,7 @@ def analyse(
                 too_deep.append(result)
             else:
                 functions.append(result)
-    specialised = [
-        Specialised(construction, ModuleAnalysis(module, text, methods, imports))
-        for construction, methods in _constructed(context, module, globals_)
-    ]
+    specialised = list(_constructed(context, module, text, imports, globals_))
     conclude(context.project, module, functions)
     return ModuleAnalysis(
         module,
@@ -396,32 +394,58 @@ class Specialised:
     rules find there and not in the class alone is true of the code only as so built."""
 
     construction: Construction
+    where: str
+    """The construction in words (``line 34 of model.py builds `Head(n_embd, head_size)```)."""
     analysis: ModuleAnalysis
 
 
 def _constructed(
-    context: ModuleContext, module: ast.Module, globals_: dict[str, Fact]
-) -> Iterator[tuple[Construction, list[FunctionFacts]]]:
-    """The methods (all but ``__init__``, which built the model) of each class of the module
-    a construction gave sizes, interpreted in them."""
+    context: ModuleContext,
+    module: ast.Module,
+    text: str,
+    imports: dict[str, str],
+    globals_: dict[str, Fact],
+) -> Iterator[Specialised]:
+    """Each class of the module a construction gave sizes, here or in another module of its
+    folder (see :meth:`ProjectScope.callers`), with its methods (all but ``__init__``, which
+    built the model) interpreted in them; one analysis per model."""
     project = context.project
-    if project is None or not project.constructions:
+    if project is None:
+        return
+    lines = Lines(text)
+    built: dict[str, tuple[Construction, str]] = {}
+    for construction in project.constructions:
+        if construction.home is None:  # the last: ``__init__`` is read twice
+            code = " ".join(lines.segment(construction.node).split())
+            built[construction.model] = (
+                construction,
+                f"line {construction.node.lineno} builds `{code}`",
+            )
+    for caller in project.callers():
+        construction = caller.construction
+        file = os.path.basename(caller.file.path)
+        where = f"line {construction.node.lineno} of {file} builds `{caller.written}`"
+        built.setdefault(construction.model, (construction, where))
+    if not built:
         return
     classes = {node.name: node for node in classes_in(module.body)}
-    # the last construction of a model built it again (``__init__`` is read twice)
-    last = {construction.model: construction for construction in project.constructions}
-    for construction in last.values():
-        node, model = classes.get(construction.cls), context.classes.get(construction.model)
+    for name, (construction, where) in built.items():
+        node = classes.get(construction.cls)
+        model = context.classes.get(name)
+        if model is None and node is not None:  # built in another module: model it here
+            model = _class_model(context, node, globals_, dict(construction.sizes))
+            model.name = name
+            context.classes[name] = model
         if node is None or model is None:
             continue
         methods: list[FunctionFacts] = []
         for method in definitions(node.body):
             if isinstance(method, FunctionNode) and method.name != "__init__":
-                name = f"{construction.model}.{method.name}"
-                for result in _analyse_function(context, method, globals_, model, name):
+                qualified = f"{name}.{method.name}"
+                for result in _analyse_function(context, method, globals_, model, qualified):
                     if isinstance(result, FunctionFacts):
                         methods.append(result)
-        yield construction, methods
+        yield Specialised(construction, where, ModuleAnalysis(module, text, methods, imports))
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ import ast
 import builtins
 import contextlib
 import os
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import Any
@@ -67,9 +68,11 @@ from shapecheck.project import (
     begin,
     find_module,
     modelled,
+    neighbours,
     submodule,
     touch,
 )
+from shapecheck.source import Lines
 
 MAX_DEPTH = 2
 """A checked file's dependencies (1) and theirs (2) are read; imports further away are not."""
@@ -302,16 +305,42 @@ def syntax_of(file: ProjectFile) -> Syntax:
 
 @dataclass(frozen=True)
 class Construction:
-    """A class of the checked module built with sizes its caller decides (``Head(n_embd,
-    head_size=n_embd // n_head)``): its methods are checked once more in them, and what they
-    show only there is reported where it is written, naming the construction."""
+    """A class built with sizes its caller decides (``Head(n_embd, head_size=n_embd //
+    n_head)``): the class's methods are checked once more in them (in the class's own file,
+    the construction in it or in another module of its folder), and what they show only
+    there is reported where it is written, naming the construction."""
 
     cls: str
-    model: str
-    """The name of the model of the class built with them (``Head(head_size=n_embd//n_head)``)."""
+    """The class's name in its module."""
+    home: str | None
+    """The file of the class (``None``: the module built it)."""
+    sizes: tuple[tuple[str, IntFact], ...]
+    """Every size passed, by parameter."""
     node: ast.Call
-    sizes: str
-    """The sizes it decides, as shown (``head_size = n_embd//n_head``)."""
+    """The construction, in the module that built it."""
+
+    @property
+    def decided(self) -> str:
+        """The sizes it decides, as shown (``head_size = n_embd//n_head``)."""
+        return ", ".join(
+            f"{param} = {fact.dim}" for param, fact in self.sizes if _decides_sizes(fact.dim)
+        )
+
+    @property
+    def model(self) -> str:
+        """The name of the class's model built in these sizes."""
+        shown = ", ".join(f"{param}={fact.dim}" for param, fact in self.sizes)
+        return f"{self.cls}({shown})"
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Where a :class:`Construction` of a class of the checked module was written in another
+    module: that module's file and the construction's code."""
+
+    construction: Construction
+    file: ProjectFile
+    written: str
 
 
 class ProjectScope:
@@ -408,6 +437,37 @@ class ProjectScope:
             return None
         return located.module, located.definition
 
+    def callers(self) -> list[Caller]:
+        """The constructions, in the other modules of the checked file's folder, of its
+        classes with sizes they decide (a package of a few modules builds its layers in each
+        other: ``model.py``'s ``Head(n_embd, head_size=n_embd // n_head)``)."""
+        if self.path is None or self.depth != 0:
+            return []
+        sized = [node.name for node in classes_in(self.module.body) if _takes_sizes(node)]
+        if not sized:
+            return []
+        pattern = re.compile(
+            rb"\b(?:" + b"|".join(re.escape(n.encode()) for n in sized) + rb")\s*\("
+        )
+        found: list[Caller] = []
+        for file in neighbours(self.path):
+            if not pattern.search(file.data) or file.module is None:
+                continue
+            home = dependency(file, self.depth + 1)
+            scope = home.context.project if home.context is not None else None
+            if scope is None or home.context is None:
+                continue
+            with active(home.evidence):
+                for name in _building(file.module, set(sized)):
+                    home.context.classes.get(name)  # its __init__ builds ours
+            lines = Lines(file.text)
+            found += [
+                Caller(built, file, " ".join(lines.segment(built.node).split()))
+                for built in scope.constructions
+                if built.home == self.path
+            ]
+        return found
+
     # --- a call followed into another file (``Interpreter._inline``) -------------------------
 
     def check_arguments(
@@ -495,16 +555,13 @@ class ProjectScope:
             model = self._bound_model(generic, init, sizes)
             name = cls.name
             if model is not None:
-                shown = ", ".join(f"{param}={fact.dim}" for param, fact in sizes.items())
-                name = model.name = f"{cls.name}({shown})"
+                home = self.homes.get(init)
+                built = Construction(
+                    generic.name, home.file.path if home else None, tuple(sizes.items()), node
+                )
+                name = model.name = cls.name + built.model.removeprefix(generic.name)
                 self.context.classes[name] = model
-                if self.depth == 0 and init not in self.homes:
-                    decided = ", ".join(
-                        f"{param} = {fact.dim}"
-                        for param, fact in sizes.items()
-                        if _decides_sizes(fact.dim)
-                    )
-                    self.constructions.append(Construction(cls.name, name, node, decided))
+                self.constructions.append(built)
             self._instances[key] = name
         return InstanceFact(self._instances[key])
 
@@ -690,6 +747,29 @@ def _as_size(caller: Interpreter, fact: Fact, node: ast.expr) -> Argument:
     if not isinstance(fact, IntFact) and (size := caller.size(fact, node)) is not None:
         return IntFact(size), node
     return fact, node
+
+
+def _takes_sizes(node: ast.ClassDef) -> bool:
+    """Does the class's ``__init__`` take parameters (sizes a caller may decide)?"""
+    for definition in node.body:
+        if isinstance(definition, FunctionNode) and definition.name == "__init__":
+            return len(definition.args.args) + len(definition.args.kwonlyargs) > 1
+    return False
+
+
+def _building(module: ast.Module, classes: set[str]) -> Iterator[str]:
+    """The classes of ``module`` whose code calls one of ``classes`` by name."""
+    for node in classes_in(module.body):
+        for call in ast.walk(node):
+            if isinstance(call, ast.Call) and _called_name(call.func) in classes:
+                yield node.name
+                break
+
+
+def _called_name(func: ast.expr) -> str | None:
+    if isinstance(func, ast.Name):
+        return func.id
+    return func.attr if isinstance(func, ast.Attribute) else None
 
 
 def _a_tensor(fact: Fact) -> bool:
