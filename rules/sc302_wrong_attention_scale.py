@@ -128,7 +128,8 @@ def _problem(
         return None
     for width, shown in ((base, None), same.get(base, (None, None))):
         ratio = width.floordiv(d_k) if width is not None else None
-        if ratio is not None and not ratio.quotients and ratio.is_named:
+        several = ratio is not None and (ratio.is_named or (ratio.value or 0) > 1)
+        if ratio is not None and several and not ratio.quotients:
             words = f" ({shown})" if shown else ""
             return where, (
                 f"scores scaled by 1/sqrt({base}), the model width{words}: with {ratio} heads "

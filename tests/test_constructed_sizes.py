@@ -123,3 +123,60 @@ def test_a_class_faulted_alone_is_not_faulted_again_in_its_callers_sizes() -> No
     [downstream] = lint(alone)  # nothing faults the class alone: its sizes show the bug
     assert (downstream.line, downstream.code) == (25, "SC501")
     assert "where line 29 builds `Attention(12, 3)`" in downstream.message
+
+
+def test_sizes_handed_down_two_layers_from_module_constants() -> None:
+    """The lecture GPT's layout: widths are module constants, the head size is decided two
+    constructions up (Block -> MultiHead -> Head) and handed on through a ModuleList."""
+    source = """\
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        n_embd = 384
+        n_head = 6
+
+
+        class Head(nn.Module):
+            def __init__(self, head_size):
+                super().__init__()
+                self.key = nn.Linear(n_embd, head_size, bias=False)
+                self.query = nn.Linear(n_embd, head_size, bias=False)
+
+            def forward(self, x):
+                B, T, C = x.shape
+                return F.softmax(self.query(x) @ self.key(x).transpose(-2, -1) * SCALE, dim=-1)
+
+
+        class MultiHead(nn.Module):
+            def __init__(self, num_heads, head_size):
+                super().__init__()
+                self.heads = nn.ModuleList([Head(head_size) for _ in range(num_heads)])
+
+            def forward(self, x):
+                return torch.cat([h(x) for h in self.heads], dim=-1)
+
+
+        class Block(nn.Module):
+            def __init__(self, n_embd, n_head):
+                super().__init__()
+                self.sa = MultiHead(n_head, n_embd // n_head)
+
+            def forward(self, x):
+                return x + self.sa(x)
+
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.blocks = nn.Sequential(*[Block(n_embd, n_head=n_head) for _ in range(2)])
+        """
+    [finding] = lint(source, scale="C**-0.5")
+    assert (finding.line, finding.code) == (17, "SC302")
+    assert "(`C` is 384, what `self.query` takes): with 6 heads each head's d_k is 64" in (
+        finding.message
+    )
+    assert finding.message.endswith("(where line 23 builds `Head(head_size)` with head_size = 64)")
+    assert lint(source, scale="self.key.out_features ** -0.5") == []
+    one_head = source.replace("n_head = 6", "n_head = 1")
+    assert lint(one_head, scale="C**-0.5") == []  # 384 // 1: one head as wide as the model

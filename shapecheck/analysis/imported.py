@@ -539,7 +539,7 @@ class ProjectScope:
         if not arguments:
             return InstanceFact(cls.name)
         if cls.name not in self._sizes_named:
-            self._sizes_named[cls.name] = _size_names(generic)
+            self._sizes_named[cls.name] = _size_names(generic) | _handed_on(init)
         named = self._sizes_named[cls.name]
         sizes = {
             name: fact
@@ -797,6 +797,32 @@ def _decides_sizes(dim: Dim) -> bool:
     if dim.value is not None:
         return dim.value > 0
     return dim.coefficient != 1 or len(dim.factors) != 1 or isinstance(dim.factors[0], Quotient)
+
+
+def _handed_on(init: FunctionNode | None) -> set[str]:
+    """The parameters of ``__init__`` it hands to the layers it builds (a name in CapWords),
+    as written or through a local (``head_size = n_embd // n_head``, then
+    ``nn.ModuleList([Head(head_size) ...])``): sizes of those layers, which the model's own
+    attributes may not show."""
+    if init is None:
+        return set()
+    parameters = {param.arg for param in [*init.args.args, *init.args.kwonlyargs]}
+    computed: dict[str, set[str]] = {}
+    handed: set[str] = set()
+    for node in ast.walk(init):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            if isinstance(target := node.targets[0], ast.Name):
+                computed.setdefault(target.id, set()).update(_names_in(node.value))
+        elif isinstance(node, ast.Call) and (_called_name(node.func) or "")[:1].isupper():
+            for passed in [*node.args, *(keyword.value for keyword in node.keywords)]:
+                handed |= _names_in(passed)
+    for local in list(handed):
+        handed |= computed.get(local, set())
+    return handed & parameters
+
+
+def _names_in(node: ast.AST) -> set[str]:
+    return {name.id for name in ast.walk(node) if isinstance(name, ast.Name)}
 
 
 def _size_names(model: ClassModel) -> set[str]:
