@@ -498,6 +498,68 @@ def test_editing_a_dependency_checks_its_users_again(tmp_path: Path) -> None:
     assert list((tmp_path / ".shapecheck_cache").rglob("*.json"))
 
 
+STATIC_ATTENTION = """\
+    import math
+
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+
+    class Attention(nn.Module):
+        @staticmethod
+        def attention(q, k, v):
+            p = F.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), dim=-1)
+            return (p @ v).transpose(1, 2), p
+    """
+
+STATIC_USER = """\
+    import torch.nn as nn
+
+
+    class Model(nn.Module):
+        def __init__(self, d_model, num_heads):
+            super().__init__()
+            self.h = num_heads
+            self.qkv = nn.Linear(d_model, 3 * d_model)
+            self.attend = Attention()
+
+        def forward(self, x):
+            b, n, c = x.shape
+            q, k, v = (t.view(b, n, self.h, -1).transpose(1, 2) for t in self.qkv(x).chunk(3, -1))
+            out, _ = Attention.attention(q, k, v)
+            out2, _ = self.attend.attention(q, k, v)
+            return out.view(b, n, c), out2.view(b, n, c)
+    """
+
+
+def test_a_static_method_and_an_injected_layers_method_are_followed(tmp_path: Path) -> None:
+    """``Attention.attention(q, k, v)`` and ``self.attend.attention(q, k, v)``: both hand
+    back a transposed view, in this file or from another."""
+    user = textwrap.dedent(STATIC_USER)
+    here = textwrap.dedent(STATIC_ATTENTION) + user.replace("import torch.nn as nn\n", "")
+    there = "from .attention import Attention\n" + user
+    folder = package(tmp_path, attention=STATIC_ATTENTION, model=there, alone=here)
+    for name in ("alone.py", "model.py"):
+        result = lint_source((folder / name).read_bytes(), str(folder / name), RULES)
+        found = sorted((d.code, d.column) for d in result.diagnostics)
+        assert found == [("SC101", 20), ("SC101", 40)], name  # out.view, out2.view
+
+
+def test_a_lookup_on_another_files_registry_is_still_the_eager_attention(tmp_path: Path) -> None:
+    """``ALL_ATTENTION_FUNCTIONS.get_interface("eager", eager)`` with the registry imported
+    from another file is no static method of it: the eager function is still what is called."""
+    fixture = (Path(__file__).parents[1] / "fixtures" / "SC303_hf_eager_attention.py").read_text()
+    moved = fixture.replace(
+        "ALL_ATTENTION_FUNCTIONS = AttentionInterface()",
+        "from .registry import ALL_ATTENTION_FUNCTIONS",
+    )
+    assert moved != fixture
+    registry = "class Registry:\n    pass\n\n\nALL_ATTENTION_FUNCTIONS = Registry()\n"
+    folder = package(tmp_path, registry=registry)
+    (folder / "model.py").write_text(moved, encoding="utf-8")
+    assert findings(folder / "model.py") == {(33, "SC303"), (38, "SC201")}
+
+
 LECTURE_HEAD = """\
     import torch.nn as nn
     import torch.nn.functional as F

@@ -38,6 +38,14 @@ UNKNOWN = Unknown()
 
 
 @dataclass(frozen=True)
+class ImportedName(Unknown):
+    """A name a relative import of the module binds (``from .layers import Head``), or a
+    star import may, or an attribute of one (``Attention.attention``): unknown, as any name
+    the analysis does not follow, until it is called in a way worth looking it up for (see
+    :meth:`~shapecheck.analysis.imported.ProjectScope.called`)."""
+
+
+@dataclass(frozen=True)
 class NoneFact(Fact):
     """``None``: on one branch of an optional tensor (``mask = None``), the absent side."""
 

@@ -43,6 +43,7 @@ from shapecheck.analysis.facts import (
     Fact,
     FunctionNode,
     FunctionRef,
+    ImportedName,
     InstanceFact,
     IntFact,
     ModuleFact,
@@ -51,7 +52,6 @@ from shapecheck.analysis.facts import (
     ScalarFact,
     TensorFact,
     TupleFact,
-    Unknown,
 )
 from shapecheck.analysis.imports import collect_imports, nested_blocks
 from shapecheck.analysis.interpreter import (
@@ -59,6 +59,7 @@ from shapecheck.analysis.interpreter import (
     Interpreter,
     ModuleContext,
     _bind_arguments,
+    static_method,
 )
 from shapecheck.analysis.ops import Argument
 from shapecheck.project import (
@@ -167,13 +168,6 @@ def _statements(body: list[ast.stmt], fallback: bool = False) -> Iterator[tuple[
         handlers = [handler.body for handler in getattr(statement, "handlers", ())]
         for block in nested_blocks(statement):
             yield from _statements(block, fallback or any(block is h for h in handlers))
-
-
-@dataclass(frozen=True)
-class ImportedName(Unknown):
-    """A name a relative import of the module binds (``from .layers import Head``), or a
-    star import may: unknown, as any name the analysis does not follow, until it is called in
-    a way worth looking it up for (see :meth:`ProjectScope.called`)."""
 
 
 @dataclass(frozen=True)
@@ -413,7 +407,20 @@ class ProjectScope:
             worth = any(_a_tensor(fact) for fact, _ in [*args, *kwargs.values()])
         if not worth:
             return None
+        owner, _, member = name.rpartition(".")
+        if isinstance(callee, ImportedName) and owner:
+            return self._static_method(owner, member)
         return self.qualified(name) if "." in name else self._resolved(name)
+
+    def _static_method(self, owner: str, member: str) -> FunctionRef | None:
+        """``Attention.attention``, a static method of an imported class (``None``: not one)."""
+        cls = self._resolved(owner)
+        model = self.context.classes.get(cls.name) if isinstance(cls, ClassRef) else None
+        method = model.methods.get(member) if model is not None else None
+        if method is None or not static_method(method):
+            return None
+        assert isinstance(cls, ClassRef)
+        return FunctionRef(method, class_name=cls.name)
 
     def qualified(self, dotted: str) -> Fact | None:
         """What ``pkg.attention.Head`` (an attribute of a module reached through an import)

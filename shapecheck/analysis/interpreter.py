@@ -31,6 +31,7 @@ from shapecheck.analysis.facts import (
     Fact,
     FunctionNode,
     FunctionRef,
+    ImportedName,
     InstanceFact,
     IntFact,
     ModuleFact,
@@ -802,6 +803,16 @@ class Interpreter:
             return UNKNOWN
         if isinstance(base, QualifiedName):
             return QualifiedName(canonical(f"{base.name}.{attribute}"))
+        if isinstance(base, ImportedName):
+            return ImportedName(base.reason, f"{base.detail}.{attribute}")
+        if isinstance(base, InstanceFact | ClassRef):
+            # a layer's method (``self.attend.attention(q, k, v)``), or a class's static one
+            # (``Attention.attention(q, k, v)``), of this module or another file's
+            model = self.context.classes.get(base.name)
+            method = model.methods.get(attribute) if model is not None else None
+            if method is not None and (isinstance(base, InstanceFact) or static_method(method)):
+                return FunctionRef(method, class_name=base.name)
+            return UNKNOWN
         if (
             attribute == "weight"
             and isinstance(base, ModuleFact)
@@ -1275,6 +1286,12 @@ class Interpreter:
                 callee, QualifiedName | FunctionRef | ModuleFact | ClassRef | InstanceFact
             ):
                 args, kwargs = self._arguments(node)
+                project = self.context.project
+                if isinstance(callee, ImportedName) and project is not None:
+                    # ``Attention.attention(q, k, v)``: a static method of another file's class
+                    static = project.called(self, callee, args, kwargs)
+                    if isinstance(static, FunctionRef):
+                        return self._inline(static, node, args, kwargs)
                 return self._method(node, func, receiver, args, kwargs)
         else:
             callee = self.eval(func)
@@ -1958,6 +1975,14 @@ def parameters(function: FunctionNode) -> list[Parameter]:
     ]
     listed += [Parameter(star, star=True) for star in (arguments.vararg, arguments.kwarg) if star]
     return listed
+
+
+def static_method(function: FunctionNode) -> bool:
+    """Is ``function`` decorated ``@staticmethod``?"""
+    return any(
+        isinstance(decorator, ast.Name) and decorator.id == "staticmethod"
+        for decorator in function.decorator_list
+    )
 
 
 def _callee_parameters(function: FunctionRef) -> list[Parameter]:
