@@ -560,6 +560,39 @@ def test_a_lookup_on_another_files_registry_is_still_the_eager_attention(tmp_pat
     assert findings(folder / "model.py") == {(33, "SC303"), (38, "SC201")}
 
 
+def test_a_helper_of_another_file_mapped_over_the_projections_is_followed(
+    tmp_path: Path,
+) -> None:
+    layers = """\
+        def split_heads(t):
+            b, n, d = t.shape
+            return t.view(b, n, 4, d // 4).transpose(1, 2)
+        """
+    model = """\
+        import torch.nn as nn
+        from .layers import split_heads
+
+
+        class Attention(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.to_qkv = nn.Linear(dim, dim * 3)
+
+            def forward(self, x):
+                b, n, d = x.shape
+                q, k, v = map(split_heads, self.to_qkv(x).chunk(3, dim=-1))
+                attn = (q @ k.transpose(-1, -2) * (d // 4) ** -0.5).softmax(dim=-1)
+                return (attn @ v).reshape(b, n, d)
+        """
+    folder = package(tmp_path, layers=layers, model=model)
+    assert findings(folder / "model.py") == {(14, "SC103")}  # the heads merged untransposed
+    write(
+        folder,
+        {"model.py": model.replace("(attn @ v).reshape", "(attn @ v).transpose(1, 2).reshape")},
+    )
+    assert findings(folder / "model.py") == set()
+
+
 LECTURE_HEAD = """\
     import torch.nn as nn
     import torch.nn.functional as F

@@ -1544,10 +1544,15 @@ class Interpreter:
 
     def _mapped(self, function: Argument, items: Fact) -> Fact:
         """``map(lambda t: rearrange(t, ...), qkv)`` over a tuple whose items are known: the
-        function applied to each (a same-module function is followed as a call would be)."""
+        function applied to each (a function of the module, or of another file, is followed
+        as a call would be)."""
         fact, node = function
         if not isinstance(items, TupleFact):
             return UNKNOWN
+        project = self.context.project
+        if isinstance(fact, ImportedName) and project is not None and items.items:
+            # ``map(split_heads, (q, k, v))`` with a helper of another file
+            fact = project.called(self, fact, [(items.items[0], node)], {}) or fact
         results: list[Fact] = []
         for item in items.items:
             if isinstance(node, ast.Lambda) and len(node.args.args) == 1 and not node.args.vararg:
