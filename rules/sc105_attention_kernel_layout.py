@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from shapecheck.analysis import ModuleAnalysis, argument
 from shapecheck.analysis.dims import format_shape
 from shapecheck.analysis.facts import TensorFact
+from shapecheck.analysis.observations import AttentionScores
 from shapecheck.rule import Rule, Violation, assuming
 
 _SDPA = ("query", "key", "value")
@@ -33,7 +34,9 @@ class AttentionKernelLayout(Rule):
     take: heads split off the features (`view(B, L, H, D)`) and never moved forward, given
     to `F.scaled_dot_product_attention` or flex attention, which take `[B, H, L, D]`; or moved
     forward (`.transpose(1, 2)`) and given to flash-attn's `flash_attn_func` or xformers'
-    `memory_efficient_attention`, which take `[B, L, H, D]`.
+    `memory_efficient_attention`, which take `[B, L, H, D]`. The same for attention written
+    out: `q @ k.transpose(-2, -1)` (or `torch.matmul`) over queries still `[B, L, H, D]`
+    multiplies each position's heads with each other.
 
     ## Why is this bad?
     A kernel reads the axis second from the end (SDPA) or third from the end (flash-attn) as
@@ -82,6 +85,44 @@ class AttentionKernelLayout(Rule):
                     wrong.append((node, fact))
             if wrong:
                 yield _violation(analysis, call, wrong, heads_at)
+        for scores in analysis.observations(AttentionScores):
+            product = scores.product
+            queries, keys = product.left, product.right
+            if (
+                _matrix_product(analysis, product.node)
+                and queries.heads is not None
+                and queries.heads.from_end() == -2
+                and keys.heads is not None  # kᵀ of [B, L, H, D] keys: their heads last
+                and keys.heads.from_end() == -1
+            ):
+                yield _written_out(analysis, product.left_node, queries, product.node)
+
+
+def _matrix_product(analysis: ModuleAnalysis, node: ast.AST) -> bool:
+    """``a @ b``, ``torch.matmul(a, b)``, ``a.matmul(b)``: products over the last two axes
+    (an einsum names its axes, and may well multiply ``[B, L, H, D]`` right)."""
+    if isinstance(node, ast.BinOp):
+        return isinstance(node.op, ast.MatMult)
+    if not isinstance(node, ast.Call):
+        return False
+    if isinstance(node.func, ast.Attribute) and node.func.attr == "matmul":
+        return True
+    return analysis.imported_name(node.func) == "torch.matmul"
+
+
+def _written_out(
+    analysis: ModuleAnalysis, node: ast.expr, queries: TensorFact, product: ast.AST
+) -> Violation:
+    assert queries.heads is not None
+    shape = format_shape(queries.shape) if queries.shape else _LAYOUT[-2]
+    split = getattr(queries.heads.by, "lineno", None)
+    where = f" (heads split at line {split})" if split else ""
+    return Violation(
+        node,
+        f"`{analysis.source(node)}` is laid out {shape}{where}, but `{analysis.source(product)}` "
+        "multiplies its last two axes: it attends over the heads instead of the tokens; "
+        "`.transpose(1, 2)` the queries, keys and values first" + assuming(queries.guess),
+    )
 
 
 def _violation(
