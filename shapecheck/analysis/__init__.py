@@ -44,6 +44,15 @@ ObservationT = TypeVar("ObservationT")
 
 
 @dataclass
+class SyntaxIndexes:
+    """What rules look up in a module's syntax, each built the first time one asks."""
+
+    parents: dict[ast.AST, ast.AST] | None = None
+    lines: Lines | None = None
+    module_classes: set[ast.ClassDef] | None = None
+
+
+@dataclass
 class ModuleAnalysis:
     """Everything the analysis learned about one module."""
 
@@ -60,11 +69,10 @@ class ModuleAnalysis:
     (``evidence``); ``None`` when analysed alone."""
     specialised: list[Specialised] = field(default_factory=list)
     """The module's classes analysed again in the sizes a construction gives them."""
-    _parents: dict[ast.AST, ast.AST] | None = field(default=None, repr=False)
+    syntax: SyntaxIndexes = field(default_factory=lambda: SyntaxIndexes(), repr=False)
+    """Indexes of the module's syntax, shared with its analyses in callers' sizes."""
     _facts: dict[ast.AST, Fact] | None = field(default=None, repr=False)
     _calls: dict[tuple[type[Fact], str], list[ast.Call]] | None = field(default=None, repr=False)
-    _module_classes: set[ast.ClassDef] | None = field(default=None, repr=False)
-    _lines: Lines | None = field(default=None, repr=False)
     _functions_by_node: dict[ast.AST, FunctionFacts] | None = field(default=None, repr=False)
     _averaged: dict[ast.AST, frozenset[str]] = field(default_factory=dict, repr=False)
     """Per function: how the values that attention weights average are written."""
@@ -190,9 +198,10 @@ class ModuleAnalysis:
 
     def source(self, node: ast.AST) -> str:
         """``node``'s code as written (without parentheses around it)."""
-        if self._lines is None:
-            self._lines = Lines(self.text)  # once per module: a finding costs its own code only
-        return self._lines.segment(node)
+        syntax = self.syntax
+        if syntax.lines is None:
+            syntax.lines = Lines(self.text)  # once per module: a finding costs its own code only
+        return syntax.lines.segment(node)
 
     def resolves_to(self, node: ast.expr, target: str) -> bool:
         """Does ``node`` (``torch``, ``th.sqrt``) name ``target`` through the imports?"""
@@ -213,7 +222,7 @@ class ModuleAnalysis:
         ``torch.nn`` (``nn.Module``, ``nn.Linear``) or is a class of this file that is one;
         or a base comes from another file (``GradientCheckpointingLayer``) and the class has
         a ``forward``, the mark of a module."""
-        if self._module_classes is None:
+        if self.syntax.module_classes is None:
             classes = {c.name: c for c in self.module.body if isinstance(c, ast.ClassDef)}
             found: dict[str, bool] = {}
 
@@ -231,8 +240,8 @@ class ModuleAnalysis:
                     )
                 return found[candidate.name]
 
-            self._module_classes = {c for c in classes.values() if is_module(c)}
-        if cls in self._module_classes:
+            self.syntax.module_classes = {c for c in classes.values() if is_module(c)}
+        if cls in self.syntax.module_classes:
             return True
         return any(self._module_base(base, cls, ()) for base in cls.bases)
 
@@ -260,13 +269,30 @@ class ModuleAnalysis:
 
     def parent(self, node: ast.AST) -> ast.AST | None:
         """The node holding ``node`` (computed once per module, when a rule first asks)."""
-        if self._parents is None:
-            self._parents = {
-                child: holder
-                for holder in ast.walk(self.module)
-                for child in ast.iter_child_nodes(holder)
-            }
-        return self._parents.get(node)
+        syntax = self.syntax
+        if syntax.parents is None:
+            syntax.parents = _parents(self.module)
+        return syntax.parents.get(node)
+
+
+def _parents(module: ast.Module) -> dict[ast.AST, ast.AST]:
+    """Each node's holder: one pass over the children of each node (``ast.walk`` and a
+    second ``iter_child_nodes`` would list them twice)."""
+    parents: dict[ast.AST, ast.AST] = {}
+    stack: list[ast.AST] = [module]
+    while stack:
+        holder = stack.pop()
+        for name in holder._fields:
+            value = getattr(holder, name, None)
+            if isinstance(value, ast.AST):
+                parents[value] = holder
+                stack.append(value)
+            elif isinstance(value, list):
+                for item in value:
+                    if isinstance(item, ast.AST):
+                        parents[item] = holder
+                        stack.append(item)
+    return parents
 
 
 def argument(call: ast.Call, position: int | None, keyword: str) -> ast.expr | None:
@@ -375,7 +401,8 @@ def analyse(
                 too_deep.append(result)
             else:
                 functions.append(result)
-    specialised = list(_constructed(context, module, text, imports, globals_))
+    syntax = SyntaxIndexes()
+    specialised = list(_constructed(context, module, text, imports, globals_, syntax))
     conclude(context.project, module, functions)
     return ModuleAnalysis(
         module,
@@ -385,6 +412,7 @@ def analyse(
         too_deep=too_deep,
         project=context.project,
         specialised=specialised,
+        syntax=syntax,
     )
 
 
@@ -405,6 +433,7 @@ def _constructed(
     text: str,
     imports: dict[str, str],
     globals_: dict[str, Fact],
+    syntax: SyntaxIndexes,
 ) -> Iterator[Specialised]:
     """Each class of the module a construction gave sizes, here or in another module of its
     folder (see :meth:`ProjectScope.callers`), with its methods (all but ``__init__``, which
@@ -412,7 +441,7 @@ def _constructed(
     project = context.project
     if project is None:
         return
-    lines = Lines(text)
+    lines = syntax.lines = syntax.lines or Lines(text)
     built: dict[str, tuple[Construction, str]] = {}
     for construction in project.constructions:
         if construction.home is None:  # the last: ``__init__`` is read twice
@@ -431,6 +460,8 @@ def _constructed(
     classes = {node.name: node for node in classes_in(module.body)}
     for name, (construction, where) in built.items():
         node = classes.get(construction.cls)
+        if node is None or not _attends(node):
+            continue  # what a caller's sizes change is mostly attention's to say
         model = context.classes.get(name)
         if model is None and node is not None:  # built in another module: model it here
             model = _class_model(context, node, globals_, dict(construction.sizes))
@@ -445,7 +476,26 @@ def _constructed(
                 for result in _analyse_function(context, method, globals_, model, qualified):
                     if isinstance(result, FunctionFacts):
                         methods.append(result)
-        yield Specialised(construction, where, ModuleAnalysis(module, text, methods, imports))
+        analysis = ModuleAnalysis(module, text, methods, imports, syntax=syntax)
+        yield Specialised(construction, where, analysis)
+
+
+_ATTENDING = frozenset({"softmax", "scaled_dot_product_attention", "matmul", "bmm", "einsum"})
+
+
+def _attends(node: ast.ClassDef) -> bool:
+    """Does a method of the class (``__init__`` aside) multiply tensors or take a softmax?"""
+    for method in node.body:
+        if isinstance(method, FunctionNode) and method.name != "__init__":
+            for each in ast.walk(method):
+                if isinstance(each, ast.BinOp) and isinstance(each.op, ast.MatMult):
+                    return True
+                if isinstance(each, ast.Call):
+                    func = each.func
+                    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                    if name in _ATTENDING:
+                        return True
+    return False
 
 
 @dataclass(frozen=True)

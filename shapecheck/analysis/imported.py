@@ -36,7 +36,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import Any
 
-from shapecheck.analysis.dims import Dim, Quotient
+from shapecheck.analysis.dims import Dim, Quotient, Symbol
 from shapecheck.analysis.facts import (
     UNKNOWN,
     ClassRef,
@@ -77,6 +77,10 @@ from shapecheck.source import Lines
 
 MAX_DEPTH = 2
 """A checked file's dependencies (1) and theirs (2) are read; imports further away are not."""
+
+MAX_BINDINGS = 4
+"""Models of one class built in the sizes of its constructions, per module: a class built in
+many sizes (a block of a dozen kernel sizes) gets its one model beyond these."""
 
 _REEXPORT_HOPS = 4
 """How many modules a name is followed through (``__init__`` re-exports, star imports)."""
@@ -370,6 +374,11 @@ class ProjectScope:
         self.constructions: list[Construction] = []
         """The module's own classes built with sizes of their callers, in the order met."""
         self._instances: dict[tuple[object, ...], str] = {}
+        self._bindings: dict[str, int] = {}
+        """How many models of each class were built in sizes its constructions gave it."""
+        self._binding: set[str] = set()
+        """The classes whose model in such sizes is being built (one that builds itself,
+        ``DlaTree(levels - 1, ...)``, gets its one model inside)."""
         self._sizes_named: dict[str, set[str]] = {}
         self._class_nodes: dict[str, ast.ClassDef] | None = None
 
@@ -453,9 +462,8 @@ class ProjectScope:
         sized = [node.name for node in classes_in(self.module.body) if _takes_sizes(node)]
         if not sized:
             return []
-        pattern = re.compile(
-            rb"\b(?:" + b"|".join(re.escape(n.encode()) for n in sized) + rb")\s*\("
-        )
+        names = b"|".join(re.escape(name.encode()) for name in sized)
+        pattern = re.compile(rb"(?<!class )\b(?:" + names + rb")\s*\(")  # a call, no class
         found: list[Caller] = []
         for file in neighbours(self.path):
             if not pattern.search(file.data) or file.module is None:
@@ -529,6 +537,10 @@ class ProjectScope:
         ``Head(64, 16)``), a model of the class built from ``__init__`` with them, so its
         ``forward`` computes in the caller's sizes; otherwise the class's one model. A class
         of the checked module so built is one of its :attr:`constructions`."""
+        if caller.record and caller.function_name == "__init__" and caller.class_model:
+            # ``__init__`` read again as a function: its class's model, built first, already
+            # holds the layers the methods use
+            return InstanceFact(cls.name)
         args = [_as_size(caller, *argument) for argument in args]
         kwargs = {name: _as_size(caller, *argument) for name, argument in kwargs.items()}
         passed = [fact for fact, _ in [*args, *kwargs.values()]]
@@ -548,18 +560,33 @@ class ProjectScope:
         if cls.name not in self._sizes_named:
             self._sizes_named[cls.name] = _size_names(generic) | _handed_on(init)
         named = self._sizes_named[cls.name]
-        sizes = {
+        passed_sizes = {
             name: fact
             for name, fact in sorted(arguments.items())
             if isinstance(fact, IntFact) and (name in named or f"self.{name}" in named)
         }
-        if not any(_decides_sizes(fact.dim) for fact in sizes.values()):
+        decided = [fact.dim for fact in passed_sizes.values() if _decides_sizes(fact.dim)]
+        if not decided:
             return InstanceFact(cls.name)
-        # the others are bound too: ``n_embd`` is the caller's, which ``head_size`` divides
+        # a size the decided ones are made of is bound too (``n_embd``, which ``head_size =
+        # n_embd // n_head`` divides); others would only multiply the models
+        related = set().union(*(_names_in_size(dim) for dim in decided))
+        sizes = {
+            name: fact
+            for name, fact in passed_sizes.items()
+            if _decides_sizes(fact.dim) or _names_in_size(fact.dim) <= related
+        }
         key = (cls.name, *sizes.items())
         if key not in self._instances:
+            bound = self._bindings[cls.name] = self._bindings.get(cls.name, 0) + 1
+            if bound > MAX_BINDINGS or cls.name in self._binding:
+                return InstanceFact(cls.name)  # a class that builds itself, or built often
             assert init is not None
-            model = self._bound_model(generic, init, sizes)
+            self._binding.add(cls.name)
+            try:
+                model = self._bound_model(generic, init, sizes)
+            finally:
+                self._binding.discard(cls.name)
             name = cls.name
             if model is not None:
                 home = self.homes.get(init)
@@ -757,11 +784,13 @@ def _as_size(caller: Interpreter, fact: Fact, node: ast.expr) -> Argument:
 
 
 def _takes_sizes(node: ast.ClassDef) -> bool:
-    """Does the class's ``__init__`` take parameters (sizes a caller may decide)?"""
-    for definition in node.body:
-        if isinstance(definition, FunctionNode) and definition.name == "__init__":
-            return len(definition.args.args) + len(definition.args.kwonlyargs) > 1
-    return False
+    """Is the class a layer (a ``forward``) whose ``__init__`` takes parameters (sizes a
+    caller may decide)?"""
+    methods = {d.name: d for d in node.body if isinstance(d, FunctionNode)}
+    init = methods.get("__init__")
+    if "forward" not in methods or init is None:
+        return False
+    return len(init.args.args) + len(init.args.kwonlyargs) > 1
 
 
 def _building(module: ast.Module, classes: set[str]) -> Iterator[str]:
@@ -806,6 +835,19 @@ def _decides_sizes(dim: Dim) -> bool:
     return dim.coefficient != 1 or len(dim.factors) != 1 or isinstance(dim.factors[0], Quotient)
 
 
+def _names_in_size(dim: Dim) -> set[Symbol]:
+    """The symbols a size is made of (``n_embd`` and ``n_head`` in ``n_embd // n_head``)."""
+    found: set[Symbol] = set()
+    dims = [dim]
+    while dims:
+        for atom in dims.pop().factors:
+            if isinstance(atom, Quotient):
+                dims += [atom.numerator, atom.denominator]
+            else:
+                found.add(atom)
+    return found
+
+
 def _handed_on(init: FunctionNode | None) -> set[str]:
     """The parameters of ``__init__`` it hands to the layers it builds (a name in CapWords),
     as written or through a local (``head_size = n_embd // n_head``, then
@@ -843,14 +885,7 @@ def _size_names(model: ClassModel) -> set[str]:
             dims += [size for size in (fact.in_features, fact.out_features) if size is not None]
         elif isinstance(fact, TensorFact) and fact.shape is not None:
             dims += fact.shape
-    names: set[str] = set()
-    while dims:
-        for atom in dims.pop().factors:
-            if isinstance(atom, Quotient):
-                dims += [atom.numerator, atom.denominator]
-            else:
-                names.add(atom.name)
-    return names
+    return {symbol.name for dim in dims for symbol in _names_in_size(dim)}
 
 
 def classes_in(statements: Sequence[ast.stmt]) -> Iterator[ast.ClassDef]:
