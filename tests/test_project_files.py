@@ -574,15 +574,22 @@ def _configure(tmp_path: Path, known: str) -> None:
     (tmp_path / "pyproject.toml").write_text(configuration, encoding="utf-8")
 
 
-def _check_app(tmp_path: Path, environment: dict[str, str], *options: str) -> set[tuple[int, str]]:
-    process = subprocess.run(
-        [sys.executable, "-m", "shapecheck", "--format", "json", *options, "app.py"],
+def _run_app(
+    tmp_path: Path, environment: dict[str, str], *options: str
+) -> subprocess.CompletedProcess[str]:
+    """``shapecheck OPTIONS app.py`` in the project, with the installed package on the path."""
+    return subprocess.run(
+        [sys.executable, "-m", "shapecheck", *options, "app.py"],
         cwd=tmp_path / "project",
         env=environment,
         capture_output=True,
         text=True,
         check=False,
     )
+
+
+def _check_app(tmp_path: Path, environment: dict[str, str], *options: str) -> set[tuple[int, str]]:
+    process = _run_app(tmp_path, environment, "--format", "json", *options)
     assert process.returncode in (0, 1), process.stderr
     return {(d["line"], d["code"]) for d in json.loads(process.stdout)}
 
@@ -627,14 +634,7 @@ def test_known_modules_that_cannot_be_read_are_a_clear_error(
     tmp_path: Path, value: str, message: str | None
 ) -> None:
     _, environment = _installed_and_app(tmp_path, known=value)
-    process = subprocess.run(
-        [sys.executable, "-m", "shapecheck", "app.py"],
-        cwd=tmp_path / "project",
-        env=environment,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    process = _run_app(tmp_path, environment)
     if message is None:
         assert process.returncode == 1, process.stderr  # a string alone names one module
     else:
