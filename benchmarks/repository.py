@@ -1,7 +1,7 @@
 """Whole-repository linting as subprocesses, side by side with ruff and parse-only baselines.
 
     python benchmarks/repository.py [--corpus timm|transformers]... [--repeat 3] [--quick]
-                                    [--corpora DIR]
+                                    [--corpora DIR] [--against CHECKOUT]
 
 Downloads the corpora once (``pip download`` of timm 1.0.31 and transformers 5.23.0 into
 DIR, default ``benchmarks/.corpora/``, each wheel unpacked into ``DIR/<name>/``): the
@@ -14,9 +14,18 @@ the wall clock (median of ``--repeat`` runs, ``--quick`` is one) and the peak me
   suppressed: the floor under any libcst-based, and any Python-based, linter;
 - ``ruff check --select ALL`` and ``flake8``, where installed;
 
-and prints lines per second and ratios to ruff and to the libcst parse. Then the same for a
-pre-commit-sized case (the timm model file defining attention modules whose length is
-closest to 1,000 lines), and start-up: ``shapecheck --version`` against bare Python.
+and prints lines per second and ratios to ruff and to the libcst parse. Then the same for
+pre-commit-sized cases, one file checked alone as a hook checks a changed file (it still
+reads the modules of its package that it imports), cold and with its result cached: the
+timm model file defining attention modules whose length is closest to 1,000 lines (one file
+of a 300-file package), and ``PRECOMMIT_TRANSFORMERS`` (one model of transformers, whose
+imports reach the package's shared modules). Last, start-up: ``shapecheck --version``
+against bare Python.
+
+``--against CHECKOUT`` times, round robin with the same runs, the shapecheck of another
+checkout (another commit's worktree, run with ``PYTHONPATH=CHECKOUT``) and prints each
+shapecheck line's ratio to it: a change measured side by side on the same noisy machine.
+Without it, shapecheck is whatever the environment imports (``PYTHONPATH`` to choose).
 The linters run with ``--isolated``: the corpora sit inside this repository, whose
 configuration is not theirs. Ratios are what to compare across machines; absolute times
 are noisy.
@@ -52,6 +61,7 @@ CORPORA = {
     "x-transformers": Path("x_transformers"),
 }
 PRECOMMIT_LINES = (900, 1000, 1300)  # shortest, ideal, longest
+PRECOMMIT_TRANSFORMERS = Path("transformers/models/llama/modeling_llama.py")
 STARTUP_REPEAT = 5
 # placeholders in a tool's command line
 TARGET, CACHE = "<PATH>", "<CACHE>"
@@ -59,6 +69,8 @@ TARGET, CACHE = "<PATH>", "<CACHE>"
 SUCCESS = frozenset({0})
 SHAPECHECK_SUCCESS = frozenset({0, 1})  # 1: findings
 RUFF, LIBCST = "ruff --select ALL", "libcst parse-only"
+BASELINE = "against: "
+"""How a run of the ``--against`` checkout is labelled (before its own label)."""
 MAXRSS_PER_MIB = 1024 * 1024 if sys.platform == "darwin" else 1024  # bytes there, KiB on Linux
 
 # A child's ru_maxrss starts from its parent's peak (the image it had before exec), so tools
@@ -93,6 +105,8 @@ class Tool:
     label: str
     argv: tuple[str, ...]
     success: frozenset[int] | None = SUCCESS
+    python_path: str | None = None
+    """``PYTHONPATH`` for it (``--against``: the other checkout), else the environment's."""
 
 
 @dataclass
@@ -116,6 +130,12 @@ def main() -> None:
     )
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="one run each (--repeat 1)")
+    parser.add_argument(
+        "--against",
+        type=Path,
+        metavar="CHECKOUT",
+        help="also time this checkout's shapecheck, side by side, and print the ratios",
+    )
     options = parser.parse_args()
     repeat = 1 if options.quick else options.repeat
     corpora = list(dict.fromkeys(options.corpus or WHEELS))
@@ -125,6 +145,9 @@ def main() -> None:
     shapecheck = _executable("shapecheck")
     has_libcst = importlib.util.find_spec("libcst") is not None
     corpus_tools, precommit_tools = _tools(shapecheck, has_libcst, notes)
+    if options.against is not None:
+        corpus_tools = _with_baseline(corpus_tools, options.against)
+        precommit_tools = _with_baseline(precommit_tools, options.against)
     print(f"{os.cpu_count()} CPUs, median of {repeat} runs; {_versions(corpus_tools)}")
     print("ratios are what to compare across machines; absolute times are noisy")
     for note in notes:
@@ -136,10 +159,13 @@ def main() -> None:
         print(f"\n{name} {WHEELS[name]} ({CORPORA[name]}/): {files} files, {lines} lines")
         _table(_measure(corpus_tools, target, repeat, name), lines)
 
-    target = _precommit_file(options.corpora / "timm" / CORPORA["timm"])
-    _, lines = _size(target)
-    print(f"\npre-commit-sized: {target.relative_to(options.corpora)}, {lines} lines")
-    _table(_measure(precommit_tools, target, repeat, "pre-commit"), lines)
+    precommit = [_precommit_file(options.corpora / "timm" / CORPORA["timm"])]
+    if "transformers" in corpora:
+        precommit.append(options.corpora / "transformers" / PRECOMMIT_TRANSFORMERS)
+    for target in precommit:
+        _, lines = _size(target)
+        print(f"\npre-commit-sized: {target.relative_to(options.corpora)}, {lines} lines")
+        _table(_measure(precommit_tools, target, repeat, "pre-commit"), lines)
 
     startup = [Tool("python -c pass", (sys.executable, "-c", "pass"))]
     if has_libcst:
@@ -190,7 +216,7 @@ def _tools(
         corpus.append(cold)
         corpus.append(Tool("shapecheck cold --cache-dir", cached, SHAPECHECK_SUCCESS))
         corpus.append(Tool("shapecheck warm --cache-dir", cached, SHAPECHECK_SUCCESS))
-        precommit.append(cold)
+        precommit.extend(corpus)
 
     parsers = [("ast", "parse", "SyntaxError, ValueError")]
     if has_libcst:
@@ -217,6 +243,17 @@ def _tools(
     else:
         corpus.append(Tool("flake8", (flake8, "--isolated", TARGET), None))
     return corpus, precommit
+
+
+def _with_baseline(tools: list[Tool], checkout: Path) -> list[Tool]:
+    """``tools`` with, after each shapecheck run, the same run of ``checkout``'s shapecheck."""
+    paired: list[Tool] = []
+    for tool in tools:
+        paired.append(tool)
+        if tool.label.startswith("shapecheck"):
+            label = f"{BASELINE}{tool.label}"
+            paired.append(Tool(label, tool.argv, tool.success, str(checkout.resolve())))
+    return paired
 
 
 def _versions(tools: list[Tool]) -> str:
@@ -261,7 +298,7 @@ def _measure(tools: list[Tool], target: Path, repeat: int, title: str) -> dict[s
                     for arg in tool.argv
                 ]
                 timing = timings[tool.label]
-                seconds, peak_mib, error = _run(argv, tool.success)
+                seconds, peak_mib, error = _run(argv, tool.success, tool.python_path)
                 timing.seconds.append(seconds)
                 timing.peak_mib = max(timing.peak_mib, peak_mib)
                 if error is not None:
@@ -270,12 +307,15 @@ def _measure(tools: list[Tool], target: Path, repeat: int, title: str) -> dict[s
     return timings
 
 
-def _run(argv: list[str], success: frozenset[int] | None) -> tuple[float, float, str | None]:
+def _run(
+    argv: list[str], success: frozenset[int] | None, python_path: str | None
+) -> tuple[float, float, str | None]:
     """Wall seconds, peak MiB, and why it failed (None if it did not)."""
     read, write = os.pipe()
     launcher = [sys.executable, "-I", "-S", "-c", LAUNCHER, str(write), *argv]
+    env = None if python_path is None else {**os.environ, "PYTHONPATH": python_path}
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        with subprocess.Popen(launcher, stdout=out, stderr=err, pass_fds=(write,)):
+        with subprocess.Popen(launcher, stdout=out, stderr=err, pass_fds=(write,), env=env):
             os.close(write)
             with os.fdopen(read) as report:
                 seconds, maxrss, code = report.read().split()
@@ -311,6 +351,10 @@ def _table(timings: dict[str, Timing], lines: int) -> None:
             f"{_ratio(seconds, ruff):>8s} {_ratio(seconds, libcst):>15s}"
         )
     _failures(timings)
+    against = [label for label in timings if label.startswith(BASELINE)]
+    for label in against:
+        mine = timings[label.removeprefix(BASELINE)].median
+        print(f"  {label.removeprefix(BASELINE)}: {_ratio(mine, timings[label].median)} --against")
 
 
 def _startup_table(timings: dict[str, Timing]) -> None:

@@ -2,7 +2,8 @@
 
 Entries live in ``<cache dir>/<fingerprint>/<hash of the content>.json``. The fingerprint
 covers the shapecheck version, the Python that runs it (which decides what parses), its own
-source files (so an edited rule invalidates everything) and the rules that run; the key is
+source files (so an edited rule invalidates everything), the rules that run, and the modules
+``known-modules`` names with the folders they are looked for in; the key is
 the file's content, not its path or mtime, so a checkout, a rename or a ``touch`` costs
 nothing. A result that rests on other files of the project (an imported class's model, a
 helper followed into another file: see :mod:`shapecheck.project`) is stored with the path it
@@ -32,15 +33,17 @@ from typing import Any
 from shapecheck import __version__
 from shapecheck.diagnostics import INPUT_ERROR_CODE, Diagnostic, FixEdits, TextEdit
 from shapecheck.files import read_regular_file
-from shapecheck.project import Evidence, digest
+from shapecheck.project import Evidence, digest, search_path
 
 DEFAULT_DIRECTORY = ".shapecheck_cache"
 
 
 class ResultCache:
-    def __init__(self, directory: Path, codes: Sequence[str]) -> None:
+    def __init__(
+        self, directory: Path, codes: Sequence[str], known_modules: Sequence[str] = ()
+    ) -> None:
         self.root = directory
-        self.folder = directory / _fingerprint(codes)
+        self.folder = directory / _fingerprint(codes, known_modules)
         self.codes = frozenset([*codes, INPUT_ERROR_CODE])
         self._digests: dict[str, str | None] = {}
         """The content digest of each dependency, read once per run."""
@@ -132,11 +135,16 @@ def _key(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest() + ".json"
 
 
-def _fingerprint(codes: Sequence[str]) -> str:
+def _fingerprint(codes: Sequence[str], known_modules: Sequence[str]) -> str:
     """Version, the Python that runs it, the size and mtime of each of shapecheck's own
-    files, and the rules run."""
+    files, the rules run, and the modules read wherever Python finds them, with where it
+    looks (another environment may hold others: what it held is not in an entry's
+    evidence)."""
     python = f"{sys.implementation.name} {sys.version}"
     digest = hashlib.sha256(f"{__version__}\0{python}\0{','.join(sorted(codes))}".encode())
+    if known_modules:
+        known = [*sorted(set(known_modules)), *search_path()]
+        digest.update(f"\0known-modules\0{chr(0).join(known)}".encode())
     for location in _source_folders():
         for folder, _, files in sorted(os.walk(location)):
             for name in sorted(files):

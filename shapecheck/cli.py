@@ -200,13 +200,14 @@ def main(
         click.echo(f"{rule.code} {rule.name} ({rule.severity})\n\n{rule.documentation()}")
         return
     if show_shapes:
-        _show_shapes(paths, output_format)
+        _show_shapes(paths, output_format, config_path, isolated)
         return
     if list_rules:
         _list_rules(output_format)
         return
 
     settings = _settings(paths, config_path, isolated, stdin_filename)
+    _read_known_modules(settings)
     if exclude:
         settings.exclude = _split(exclude)
     settings.extend_exclude += _split(extend_exclude)
@@ -243,7 +244,8 @@ def main(
     if not no_cache:
         from shapecheck.cache import DEFAULT_DIRECTORY, ResultCache
 
-        cache = ResultCache(cache_dir or settings.root / DEFAULT_DIRECTORY, codes)
+        directory = cache_dir or settings.root / DEFAULT_DIRECTORY
+        cache = ResultCache(directory, codes, settings.known_modules)
     results = check_files(targets, codes, cache)
     diagnostics = _kept(results, settings)
     if write_baseline is not None:
@@ -471,9 +473,12 @@ def _coverage(targets: list[Target], output_format: str) -> NoReturn:
     sys.exit(EXIT_ERROR if problems else EXIT_CLEAN)
 
 
-def _show_shapes(paths: Sequence[str], output_format: str) -> None:
+def _show_shapes(
+    paths: Sequence[str], output_format: str, config_path: Path | None, isolated: bool
+) -> None:
     """``--show-shapes``: each FILE.py[:SELECTOR] listed with its shapes (text), or the same
-    notes as one JSON array over every file; exit 2 when a function could not be analysed."""
+    notes as one JSON array over every file, seeing the project's other files as a check
+    does (under the same settings); exit 2 when a function could not be analysed."""
     import json
 
     from shapecheck.diagnostics import Diagnostic, internal_error
@@ -487,10 +492,13 @@ def _show_shapes(paths: Sequence[str], output_format: str) -> None:
         raise click.UsageError(
             "--show-shapes needs FILE.py[:Class.method | :Class | :LINE | :FIRST-LAST] arguments"
         )
-    shown: list[Shown] = []
+    selected = []
     for argument in paths:
         path, _, selector = argument.partition(".py:")
-        path = path + ".py" if selector else argument
+        selected.append((path + ".py" if selector else argument, selector))
+    _read_known_modules(_settings([path for path, _ in selected], config_path, isolated, None))
+    shown: list[Shown] = []
+    for path, selector in selected:
         try:
             source = parse_source(read_regular_file(path), path)
         except OSError as error:
@@ -561,6 +569,13 @@ def _settings(
         return load_settings(config_path)
     except ConfigError as error:  # a file that cannot be used, not a usage mistake
         raise InputError(str(error)) from error
+
+
+def _read_known_modules(settings: Settings) -> None:
+    """Let the analysis read the modules ``known-modules`` names (set before any is read)."""
+    from shapecheck.project import know
+
+    know(settings.known_modules)
 
 
 def _split(values: Sequence[str]) -> list[str]:

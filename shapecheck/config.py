@@ -1,8 +1,10 @@
 """Settings: ``[tool.shapecheck]`` in the nearest pyproject.toml, then the command line.
 
 Keys (ruff's spelling): ``select``, ``ignore``, ``exclude``, ``extend-exclude``,
-``per-file-ignores``. Codes may be prefixes (``SC1``) or ``ALL``. Patterns are globs matched
-against any path component or the path relative to the configuration's directory.
+``per-file-ignores``, and ``known-modules`` (installed packages whose source the analysis may
+read: see :func:`shapecheck.project.know`). Codes may be prefixes (``SC1``) or ``ALL``.
+Patterns are globs matched against any path component or the path relative to the
+configuration's directory.
 """
 
 from __future__ import annotations
@@ -42,7 +44,15 @@ DEFAULT_EXCLUDE = (
     "venv",
 )
 
-_KEYS = {"select", "extend-select", "ignore", "exclude", "extend-exclude", "per-file-ignores"}
+_KEYS = {
+    "select",
+    "extend-select",
+    "ignore",
+    "exclude",
+    "extend-exclude",
+    "per-file-ignores",
+    "known-modules",
+}
 
 
 class ConfigError(Exception):
@@ -57,6 +67,8 @@ class Settings:
     exclude: list[str] = field(default_factory=lambda: list(DEFAULT_EXCLUDE))
     extend_exclude: list[str] = field(default_factory=list)
     per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
+    known_modules: list[str] = field(default_factory=list)
+    """Modules whose source is read wherever Python would import them from, even installed."""
     root: Path = field(default_factory=Path.cwd)
     config_path: Path | None = None
 
@@ -126,7 +138,28 @@ def load_settings(path: Path | None) -> Settings:
         pattern: _strings(codes, f"per-file-ignores {pattern!r}", path)
         for pattern, codes in per_file.items()
     }
+    if "known-modules" in data:
+        settings.known_modules = _modules(data["known-modules"], path)
     return settings
+
+
+def _modules(value: object, path: Path) -> list[str]:
+    """``known-modules``: absolute module names, none of those the analysis knows by name."""
+    from shapecheck.project import modelled  # not imported by ``--version``
+
+    modules = _strings(value, "known-modules", path)
+    for module in modules:
+        where = f"{path}: [tool.shapecheck] known-modules"
+        if not all(part.isidentifier() for part in module.split(".")):
+            raise ConfigError(
+                f"{where}: {module!r} is not a module name (write it as an absolute import "
+                'does: "mylib", "pkg.sub")'
+            )
+        if modelled(module):
+            raise ConfigError(
+                f"{where}: {module!r} is never read: the analysis knows it by its name"
+            )
+    return modules
 
 
 def _tools(path: Path) -> dict[str, Any]:

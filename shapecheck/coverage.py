@@ -112,7 +112,7 @@ def measure(item: tuple[str, bytes]) -> tuple[Coverage | None, list[Diagnostic]]
     if isinstance(source, Diagnostic):
         return None, [source]
     try:
-        analysis = analyse(source.module, source.text, path=None if path == "-" else path)
+        analysis = analyse(source.module, source.text, path=source.location)
         return coverage(path, analysis), [part.diagnostic(path) for part in analysis.too_deep]
     except Exception as error:  # reported for this file; the others go on
         from shapecheck.run import failure

@@ -54,7 +54,8 @@ def discover(
     exist, or cannot be read, is yielded as is, so the caller reports it. A directory that
     cannot be listed is yielded as the ``OSError`` that says why (its ``filename``).
     """
-    seen: set[Path] = set()
+    seen: set[str] = set()
+    identity = _identities()
     for path in paths:
         if force_exclude and is_excluded(path, excludes, root):
             continue
@@ -62,19 +63,29 @@ def discover(
             if isinstance(found, OSError):
                 yield found
                 continue
-            key = _identity(found)
+            key = identity(found)
             if key not in seen:
                 seen.add(key)
                 yield found
 
 
-def _identity(path: Path) -> Path:
-    """The file a path names, so that each is checked once. A symlink loop names none: it
-    stands for itself, and reading it reports the loop."""
-    try:
-        return path.resolve()
-    except (OSError, RuntimeError):  # RuntimeError: a symlink loop, before Python 3.13
-        return path.absolute()
+def _identities() -> Callable[[Path], str]:
+    """The file a path names (its real path), so that each is checked once. A symlink loop
+    resolves to a path of the loop: it stands for itself, and reading it reports the loop.
+    Each folder's real path is found once: resolving every file's whole path would look at
+    each folder above it again (most of a warm run's time on thousands of files)."""
+    folders: dict[str, str] = {}
+
+    def identity(path: Path) -> str:
+        if os.path.islink(path):
+            return os.path.realpath(path)
+        folder, name = os.path.split(path)
+        real = folders.get(folder)
+        if real is None:
+            real = folders[folder] = os.path.realpath(folder)
+        return os.path.join(real, name)
+
+    return identity
 
 
 def _walk(directory: Path, excludes: list[str], root: Path) -> Iterator[Path | OSError]:

@@ -51,8 +51,7 @@ def lint_source(data: bytes, path: str, rules: Sequence[Rule]) -> FileResult:
 
 
 def lint_parsed(source: Source, rules: Sequence[Rule]) -> FileResult:
-    # the project's files are found from where this one lies (stdin without a name lies nowhere)
-    analysis = analyse(source.module, source.text, path=None if source.path == "-" else source.path)
+    analysis = analyse(source.module, source.text, path=source.location)
     found: list[tuple[Rule, Violation]] = []
     crashed: list[Diagnostic] = []
     ran: set[str] = set()

@@ -15,7 +15,11 @@ the end of its input) while a big document is checked. Changes that arrive durin
 checked once, together, when it ends; a check whose document changed or closed meanwhile is
 dropped, never published over the newer text's. Quick fixes come from the check whose
 diagnostics the editor shows. Hovers, inlay hints and the fix-all action are answered on
-pygls' worker threads from the newest text, analysed once per text.
+pygls' worker threads from the newest text, analysed once per text. A document saved in a
+project sees the project's other files as a check of it on disk does (from the files on disk:
+only the document itself is read from the editor); an untitled one lies nowhere and sees only
+itself, as standard input without a name does. One analysis runs at a time: what the project's
+files gave is shared by every analysis in the process.
 """
 
 from __future__ import annotations
@@ -45,15 +49,20 @@ from shapecheck.diagnostics import Diagnostic, FixEdits, input_error
 from shapecheck.fixer import FixError, fix_source
 from shapecheck.hover import FileShapes
 from shapecheck.linter import lint_source
+from shapecheck.project import know
 from shapecheck.report import count
 from shapecheck.rule import Rule, all_rules, rule_by_code, rule_codes
 from shapecheck.run import failure
 from shapecheck.selection import SelectionError, enabled_codes
-from shapecheck.source import Source, parse_source, physical_lines
+from shapecheck.source import STDIN, Source, parse_source, physical_lines
 
 SOURCE = "shapecheck"
 FIX_ALL = f"{types.CodeActionKind.SourceFixAll.value}.shapecheck"
 """The code action that applies every safe fix (``editor.codeActionsOnSave`` names it)."""
+
+_analysing = threading.Lock()
+"""Held by each check, hover analysis and fix-all: the project's files, once read and
+analysed, are shared by all of them (and the settings they were read under)."""
 
 
 class _Protocol(LanguageServerProtocol):
@@ -188,8 +197,9 @@ class _ShapeCache:
         with self._lock:
             analysed = self._analysed.get(uri)
             if analysed is None or analysed.text != text:
-                path = to_fs_path(uri) or uri
-                analysed = _Analysed(text, physical_lines(text), _file_shapes(text, path))
+                path = _path(uri)
+                shapes = _file_shapes(text, path) if path is not None else None
+                analysed = _Analysed(text, physical_lines(text), shapes)
                 self._analysed[uri] = analysed
             return analysed
 
@@ -351,8 +361,8 @@ def _fix_all(uri: str) -> types.CodeAction | None:
     (never an unsafe one), as one edit of the text between the first and the last change;
     ``None`` when there is nothing to fix or the text cannot be fixed."""
     document = _open_document(uri)
-    path = to_fs_path(uri) or uri
-    if document is None or not path.endswith((".py", ".pyi")):
+    path = _path(uri)
+    if document is None or path is None:
         return None
     parsed = _parsed(document.source, path)
     if parsed is None:
@@ -361,7 +371,9 @@ def _fix_all(uri: str) -> types.CodeAction | None:
     settings, codes = _settings(path)
     rules = _rules(tuple(codes))
     try:
-        fixed = fix_source(source, rules, settings.keeps, unsafe=False, original=data)
+        with _analysing:
+            know(settings.known_modules)
+            fixed = fix_source(source, rules, settings.keeps, unsafe=False, original=data)
     except FixError:  # the fixer declined (the text would not survive); nothing is offered
         return None
     if not fixed.fixed:
@@ -400,14 +412,17 @@ def _changed_span(old: str, new: str) -> tuple[int, int, int]:
 
 
 def _file_shapes(text: str, path: str) -> FileShapes | None:
-    """The editor's text analysed as a check analyses it; ``None`` where a check would report
-    SC000 (it does, in the diagnostics)."""
-    parsed = _parsed(text, path) if path.endswith((".py", ".pyi")) else None
+    """The editor's text analysed as a check analyses it, where it lies and under its
+    settings; ``None`` where a check would report SC000 (it does, in the diagnostics)."""
+    parsed = _parsed(text, path)
     if parsed is None:
         return None
     _, source = parsed
+    settings, _ = _settings(path)
     try:
-        return FileShapes(analyse(source.module, source.text))
+        with _analysing:
+            know(settings.known_modules)
+            return FileShapes(analyse(source.module, source.text, path=source.location))
     except Exception:  # the check of the same text reports it as an internal error
         return None
 
@@ -444,7 +459,9 @@ def _check(snapshot: _Snapshot) -> _Checked:
     # LSP ends lines only at \n, \r\n and \r, as Python does (str.splitlines also breaks at
     # form feeds and Unicode separators, which would shift every later position)
     lines = physical_lines(snapshot.text)
-    path = to_fs_path(snapshot.uri) or snapshot.uri
+    path = _path(snapshot.uri)
+    if path is None:
+        return _Checked(snapshot, lines, [])
     try:
         findings = _findings(snapshot.text, path)
     except Exception as error:  # reported in place of the findings: none stay stale
@@ -453,14 +470,24 @@ def _check(snapshot: _Snapshot) -> _Checked:
 
 
 def _findings(text: str, path: str) -> list[Diagnostic]:
-    if not path.endswith((".py", ".pyi")):
-        return []
     settings, codes = _settings(path)
     data = _encoded(text, path)
     if isinstance(data, Diagnostic):
         return [data]
-    result = lint_source(data, path, _rules(tuple(codes)))
+    with _analysing:
+        know(settings.known_modules)
+        result = lint_source(data, path, _rules(tuple(codes)))
     return [d for d in result.diagnostics if settings.keeps(d)]
+
+
+def _path(uri: str) -> str | None:
+    """The path a Python document is checked at: where it lies, or ``-`` for one that lies
+    nowhere (``untitled:model.py``), which sees none of the project's other files; ``None``
+    for a document that is not Python."""
+    path = to_fs_path(uri)
+    if not (path or uri).endswith((".py", ".pyi")):
+        return None
+    return path or STDIN
 
 
 _reported_config_errors: set[str] = set()

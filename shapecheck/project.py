@@ -15,7 +15,11 @@ ones) finds the same modules as a check of the whole project:
 
 Never read: a path through ``site-packages`` or ``dist-packages`` (installed packages: results
 never depend on what is installed), the standard library, and the libraries the analysis
-models itself (torch, einops, jaxtyping, numpy). Files are read as the checked ones are (regular
+models itself (torch, einops, jaxtyping, numpy). The one exception is the user's to make: the
+modules named by ``known-modules`` (see :func:`know`), and those under them, are also looked
+for, after the project's roots, in the folders of ``sys.path`` (where the Python running
+shapecheck would import them from: its ``site-packages``, ``PYTHONPATH``, the folders ``.pth``
+files add), and read even when installed. Files are read as the checked ones are (regular
 files only) and parsed with CPython's ``ast``; one that cannot be read or parsed is simply not
 known. Nothing is imported or run.
 
@@ -32,7 +36,7 @@ import gc
 import hashlib
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -118,6 +122,50 @@ _locations: dict[str, Location] = {}
 _sinks: list[Evidence] = []
 """Where what is looked at is written: the checked file's evidence, and that of every
 dependency being worked in (see :func:`active`)."""
+_known: tuple[str, ...] = ()
+"""The modules ``known-modules`` names (see :func:`know`)."""
+_search_path: tuple[str, ...] = ()
+"""The folders they are looked for in (absolute): ``sys.path``'s, while any are named."""
+
+
+def know(modules: Sequence[str]) -> None:
+    """Read the modules named (``mylib``, ``pkg.sub``) and those under them (``mylib.layers``)
+    wherever Python would import them from, installed or not; ``[]``: none (the default).
+    Set once per run, before anything is checked: what was found under other settings is
+    looked for again."""
+    global _known, _search_path
+    named = tuple(sorted(set(modules)))
+    if named == _known:
+        return
+    _known = named
+    _search_path = search_path() if named else ()
+    _files.clear()  # a new file for every path: what was analysed from the old ones is not used
+    _locations.clear()
+
+
+def search_path() -> tuple[str, ...]:
+    """The folders of ``sys.path``, absolute, in order (zip files and missing folders left
+    out): where the modules ``known-modules`` names are looked for."""
+    folders = (os.path.abspath(entry) for entry in sys.path)
+    return tuple(dict.fromkeys(folder for folder in folders if os.path.isdir(folder)))
+
+
+def _named(dotted: str) -> bool:
+    """Does ``known-modules`` name ``dotted`` or a package above it?"""
+    return any(dotted == module or dotted.startswith(module + ".") for module in _known)
+
+
+def _named_file(path: str) -> bool:
+    """Is the file at ``path`` a module ``known-modules`` names, under a folder of the search
+    path (``.../site-packages/mylib/layers.py`` is ``mylib.layers``)?"""
+    for folder in _search_path:
+        if path.startswith(folder + os.sep):
+            parts = os.path.splitext(os.path.relpath(path, folder))[0].split(os.sep)
+            if parts[-1] == "__init__":
+                parts.pop()
+            if _named(".".join(parts)):
+                return True
+    return False
 
 
 def begin(evidence: Evidence | None) -> None:
@@ -293,7 +341,8 @@ def find_module(importer: str, dotted: str, level: int = 0) -> ProjectFile | Non
         return _module_under(base, dotted.split(".") if dotted else [])
     if not dotted or modelled(dotted):
         return None
-    for root in locate(importer).roots:
+    roots = locate(importer).roots
+    for root in (*roots, *_search_path) if _named(dotted) else roots:
         found = _module_under(root, dotted.split("."))
         if found is not None:
             return found
@@ -316,9 +365,9 @@ def _module_under(base: str, parts: list[str]) -> ProjectFile | None:
 
 def _read(path: str) -> ProjectFile | None:
     """The module at ``path``, once per process and content (``None``: no regular file there,
-    or an installed one)."""
+    or an installed one ``known-modules`` does not name)."""
     path = os.path.normpath(path)
-    if installed(path):
+    if installed(path) and not _named_file(path):
         return None
     found = _looked_at(path)
     if found is None:

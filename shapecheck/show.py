@@ -70,13 +70,14 @@ class Shown:
 
 
 def show_shapes(source: Source, selector: str | None) -> Shown:
-    """The functions ``selector`` selects (every function if ``None``) with their notes.
+    """The functions ``selector`` selects (every function if ``None``) with their notes, the
+    file analysed where it lies, seeing the project's other files as a check of it does.
 
-    Raises ``LookupError`` naming the functions there are when ``selector`` selects none, or
-    saying what a line range must be.
+    Raises ``LookupError`` naming the functions there are when ``selector`` selects none,
+    or saying what a line range must be.
     """
     chosen = _chooser(source.path, selector)
-    shapes = FileShapes(analyse(source.module, source.text))
+    shapes = FileShapes(analyse(source.module, source.text, path=source.location))
     analysed = [
         (function, function.node)
         for function in shapes.analysis.functions

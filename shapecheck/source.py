@@ -12,6 +12,9 @@ from typing import Protocol, cast
 
 from shapecheck.diagnostics import Diagnostic, input_error
 
+STDIN = "-"
+"""The path of text that lies nowhere: standard input without ``--stdin-filename``."""
+
 
 @dataclass(frozen=True)
 class Source:
@@ -20,6 +23,12 @@ class Source:
     module: ast.Module
     encoding: str
     """How the text was decoded (``utf-8-sig`` keeps a BOM): fixed text is encoded back so."""
+
+    @property
+    def location(self) -> str | None:
+        """Where the file lies, from which the project's other files its imports name are
+        found (``None``: it lies nowhere, and only its own code is known)."""
+        return None if self.path == STDIN else self.path
 
 
 _PARSE_DEPTH = 10_000

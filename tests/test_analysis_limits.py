@@ -175,7 +175,7 @@ def test_d16_many_pieces_are_a_sequence_of_unknown_length() -> None:
 def test_d16_an_internal_error_while_showing_shapes_is_a_message(
     cli: Cli, write: Write, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(*_: Any) -> None:
+    def broken(*_: Any, **__: Any) -> None:
         raise ZeroDivisionError("integer modulo by zero")
 
     monkeypatch.setattr(shapecheck.show, "analyse", broken)

@@ -536,3 +536,48 @@ def test_fix_all_offers_nothing_where_only_unsafe_fixes_remain(
     uri = (tmp_path / "model.py").as_uri()
     client.open(uri, UNSCALED)
     assert fix_all(client, uri, "source.fixAll.shapecheck") == []
+
+
+# --- the project's other files ------------------------------------------------------------------
+
+SPLIT_HEADS = (
+    "import torch\n\n\n"
+    "def split_heads(x, heads):\n"
+    "    b, l, e = x.shape\n"
+    "    return x.view(b, l, heads, e // heads).transpose(1, 2)\n"
+)
+HEADS_OF = (
+    "import torch\n"
+    "from .layers import split_heads\n\n\n"
+    "def heads_of(x):\n"
+    "    b, l, e = x.shape\n"
+    "    heads = split_heads(x, 4)\n"
+    "    return heads.view(b, l, e)\n"
+)
+"""A module of a package whose helper, in ``layers.py``, leaves the heads transposed."""
+
+
+def test_hover_and_hints_see_the_projects_other_files_and_the_editors_text(
+    hinting: Client, tmp_path: Path
+) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("", encoding="utf-8")
+    (tmp_path / "pkg" / "layers.py").write_text(SPLIT_HEADS, encoding="utf-8")
+    (tmp_path / "pkg" / "model.py").write_text("", encoding="utf-8")  # the buffer is not saved
+    uri = (tmp_path / "pkg" / "model.py").as_uri()
+    hinting.open(uri, HEADS_OF)
+    [diagnostic] = hinting.wait_for(method="textDocument/publishDiagnostics")["diagnostics"]
+    assert diagnostic["code"] == "SC101"
+    shown = hover(hinting, uri, position(HEADS_OF, "heads ="))["contents"]["value"]
+    assert shown.startswith("`heads: [b, 4, l, e//4]`")
+    assert [hint["label"] for hint in inlay_hints(hinting, uri)] == [": [b, 4, l, e//4]"]
+
+
+def test_an_untitled_document_lies_nowhere(client: Client, tmp_path: Path) -> None:
+    """Not in the folder the server runs in: it sees no other file, as unnamed stdin does."""
+    (tmp_path / "layers.py").write_text(SPLIT_HEADS, encoding="utf-8")
+    uri = "untitled:model.py"
+    client.open(uri, HEADS_OF)
+    published = client.wait_for(method="textDocument/publishDiagnostics")
+    assert (published["uri"], published["diagnostics"]) == (uri, [])
+    assert hover(client, uri, position(HEADS_OF, "heads =")) is None  # nothing known of it

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -610,7 +612,7 @@ LECTURE_HEAD = """\
             return F.softmax(q @ k.transpose(-2, -1) * C**-0.5, dim=-1)
     """
 
-HEADS_OF = """\
+BUILDS_HEADS = """\
     import torch.nn as nn
     from .attention import Head
 
@@ -626,7 +628,9 @@ def test_a_class_is_checked_in_the_sizes_another_module_of_its_folder_builds_it_
     tmp_path: Path,
 ) -> None:
     folder = package(
-        tmp_path, attention=LECTURE_HEAD, model=HEADS_OF.replace("HEAD_SIZE", "n_embd // num_heads")
+        tmp_path,
+        attention=LECTURE_HEAD,
+        model=BUILDS_HEADS.replace("HEAD_SIZE", "n_embd // num_heads"),
     )
     result = lint_source(
         (folder / "attention.py").read_bytes(), str(folder / "attention.py"), RULES
@@ -640,7 +644,7 @@ def test_a_class_is_checked_in_the_sizes_another_module_of_its_folder_builds_it_
     assert result.dependencies[str(folder / "model.py")] is not None
     assert str(folder) + os.sep in result.dependencies  # which modules the folder holds
     assert findings(folder / "model.py") == set()  # never reported in the caller's file
-    write(folder, {"model.py": HEADS_OF.replace("HEAD_SIZE", "n_embd")})  # one head: d_k == C
+    write(folder, {"model.py": BUILDS_HEADS.replace("HEAD_SIZE", "n_embd")})  # one head: d_k == C
     assert findings(folder / "attention.py") == set()
 
 
@@ -648,7 +652,7 @@ def test_a_module_added_to_the_folder_checks_its_neighbours_again(tmp_path: Path
     folder = package(tmp_path, attention=LECTURE_HEAD)
     (tmp_path / "pyproject.toml").write_text("", encoding="utf-8")
     assert _shapecheck("pkg/attention.py", cwd=tmp_path) == []
-    write(folder, {"model.py": HEADS_OF.replace("HEAD_SIZE", "n_embd // num_heads")})
+    write(folder, {"model.py": BUILDS_HEADS.replace("HEAD_SIZE", "n_embd // num_heads")})
     assert _shapecheck("pkg/attention.py", cwd=tmp_path) == [("attention.py", 14, "SC302")]
     (folder / "model.py").unlink()
     assert _shapecheck("pkg/attention.py", cwd=tmp_path) == []
@@ -660,7 +664,9 @@ def test_a_folder_of_many_modules_is_not_searched_for_constructions(
     import shapecheck.project
 
     folder = package(
-        tmp_path, attention=LECTURE_HEAD, model=HEADS_OF.replace("HEAD_SIZE", "n_embd // num_heads")
+        tmp_path,
+        attention=LECTURE_HEAD,
+        model=BUILDS_HEADS.replace("HEAD_SIZE", "n_embd // num_heads"),
     )
     monkeypatch.setattr(shapecheck.project, "MAX_NEIGHBOURS", 2)  # __init__, attention, model
     assert findings(folder / "attention.py") == set()
@@ -712,3 +718,122 @@ def test_coverage_counts_what_came_from_other_files(tmp_path: Path) -> None:
     assert measured is not None and alone is not None
     assert (measured.from_other_files, alone.from_other_files) == (2, 0)
     assert measured.rank_known > alone.rank_known
+
+
+# --- what the user sees of shapes: --show-shapes and the editor --------------------------------
+
+HEADS_OF = """\
+    import torch
+    from .layers import split_heads
+
+
+    def heads_of(x):
+        b, l, e = x.shape
+        heads = split_heads(x, 4)
+        return heads
+    """
+
+
+def test_show_shapes_sees_the_projects_other_files(tmp_path: Path) -> None:
+    from shapecheck.show import show_shapes
+
+    folder = package(tmp_path, layers=SPLIT_HEADS, heads=HEADS_OF)
+    path = folder / "heads.py"
+    source = parse_source(path.read_bytes(), str(path))
+    assert isinstance(source, Source)
+    [(_, _, notes)] = show_shapes(source, "heads_of").functions
+    assert [note.description.text for note in notes if note.line == 7] == ["heads: [b, 4, l, e//4]"]
+    # the same text read from standard input without a name lies nowhere: nothing is known
+    nowhere = Source("-", source.text, source.module, source.encoding)
+    [(_, _, alone)] = show_shapes(nowhere, "heads_of").functions
+    assert [note.description.text for note in alone if note.line == 7] == []
+
+
+# --- known-modules: installed packages the user names -------------------------------------------
+
+
+def _installed_and_app(tmp_path: Path, known: str) -> tuple[Path, dict[str, str]]:
+    """``mylib`` installed in a ``site-packages`` on the Python path, a project whose
+    ``app.py`` uses its helper (its root marked by a ``setup.py``; the configuration, in the
+    folder above, is none of the files a result rests on), and the environment that runs
+    shapecheck there."""
+    site = tmp_path / "venv" / "lib" / "site-packages"
+    write(site, {"mylib/__init__.py": "", "mylib/layers.py": SPLIT_HEADS})
+    app = MERGES.replace("from .layers", "from mylib.layers")
+    write(tmp_path / "project", {"app.py": app, "setup.py": ""})
+    _configure(tmp_path, known)
+    python_path = os.pathsep.join([os.environ.get("PYTHONPATH", ""), str(site)])
+    return site, {**os.environ, "PYTHONPATH": python_path}
+
+
+def _configure(tmp_path: Path, known: str) -> None:
+    configuration = "[tool.shapecheck]\n" + (f"known-modules = {known}\n" if known else "")
+    (tmp_path / "pyproject.toml").write_text(configuration, encoding="utf-8")
+
+
+def _run_app(
+    tmp_path: Path, environment: dict[str, str], *options: str
+) -> subprocess.CompletedProcess[str]:
+    """``shapecheck OPTIONS app.py`` in the project, with the installed package on the path."""
+    return subprocess.run(
+        [sys.executable, "-m", "shapecheck", *options, "app.py"],
+        cwd=tmp_path / "project",
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def _check_app(tmp_path: Path, environment: dict[str, str], *options: str) -> set[tuple[int, str]]:
+    process = _run_app(tmp_path, environment, "--format", "json", *options)
+    assert process.returncode in (0, 1), process.stderr
+    return {(d["line"], d["code"]) for d in json.loads(process.stdout)}
+
+
+def test_an_installed_package_is_read_only_when_known_modules_names_it(tmp_path: Path) -> None:
+    site, environment = _installed_and_app(tmp_path, known="")
+    assert _check_app(tmp_path, environment, "--no-cache") == set()
+    assert _check_app(tmp_path, environment) == set()  # cached: without the setting
+    _configure(tmp_path, '["mylib"]')
+    assert _check_app(tmp_path, environment) == {(9, "SC101")}  # the setting is in the key
+    assert _check_app(tmp_path, environment, "--no-cache") == {(9, "SC101")}
+    write(site, {"mylib/layers.py": HEADS_LAST})  # a new version installed
+    assert _check_app(tmp_path, environment) == set()
+    # a package above the one named, or beside it, stays unread
+    for other in ('["mylib.sub"]', '["mylibrary"]'):
+        _configure(tmp_path, other)
+        write(site, {"mylib/layers.py": SPLIT_HEADS})
+        assert _check_app(tmp_path, environment) == set()
+
+
+def test_a_known_package_is_read_with_its_own_relative_imports(tmp_path: Path) -> None:
+    site, environment = _installed_and_app(tmp_path, known='["mylib.api"]')
+    write(site, {"mylib/api/__init__.py": "from .layers import split_heads\n"})
+    write(site, {"mylib/api/layers.py": SPLIT_HEADS})
+    app = MERGES.replace("from .layers", "from mylib.api")
+    write(tmp_path / "project", {"app.py": app})
+    assert _check_app(tmp_path, environment, "--no-cache") == {(9, "SC101")}
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ('"mylib"', None),
+        ("[1]", "known-modules must be a list of strings, not an array holding an integer"),
+        ('["my-lib"]', "known-modules: 'my-lib' is not a module name"),
+        ('[".layers"]', "known-modules: '.layers' is not a module name"),
+        ('["torch.nn"]', "known-modules: 'torch.nn' is never read: the analysis knows it"),
+        ('["os"]', "known-modules: 'os' is never read"),
+    ],
+)
+def test_known_modules_that_cannot_be_read_are_a_clear_error(
+    tmp_path: Path, value: str, message: str | None
+) -> None:
+    _, environment = _installed_and_app(tmp_path, known=value)
+    process = _run_app(tmp_path, environment)
+    if message is None:
+        assert process.returncode == 1, process.stderr  # a string alone names one module
+    else:
+        assert process.returncode == 2
+        assert message in process.stderr

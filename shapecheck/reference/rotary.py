@@ -25,7 +25,7 @@ dtype, and the rotation in the wider of the tables' and the input's dtype. In bf
 (8 significant bits) a position above 256 is rounded (1500 becomes 1504) and so is the angle:
 measured at position 1500 with ``head_dim=64``, cos from bfloat16 positions and frequencies
 is off by up to 1.97 and sin by 1.87 (against float64), while float32 tables are off by
-4e-5 (``tests/test_reference_rotary.py`` asserts both).
+4e-5 (``tests/reference/test_rotary.py`` asserts both).
 """
 
 from __future__ import annotations

@@ -205,7 +205,7 @@ MUTANTS = [
         "            passed.add(key)\n",
         "            pass\n",
         (
-            "tests/test_reference.py::"
+            "tests/reference/test_modules.py::"
             "test_a_signature_that_passed_is_trusted_and_a_new_one_is_checked",
         ),
     ),

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
 
 import pytest
 
@@ -27,34 +26,13 @@ from shapecheck.reference import (  # noqa: E402
     causal_mask,
     rotary_tables,
     scaled_dot_product_attention,
-    set_runtime_checks,
 )
+from tests.reference import gap  # noqa: E402
 
 BATCH, HEADS, KV_HEADS, D_K, D_V = 2, 4, 2, 6, 5
 D_MODEL = HEADS * D_K
 STEPS = (3, 2, 1, 1)  # a prompt of 3 positions, then 2, then one at a time
 SEQ = sum(STEPS)
-
-PRECISIONS = [(torch.float32, 1e-5), (torch.float64, 1e-12)]
-
-
-@pytest.fixture(params=PRECISIONS, ids=["float32", "float64"])
-def precision(request: pytest.FixtureRequest) -> tuple[torch.dtype, float]:
-    dtype, tolerance = request.param
-    return dtype, tolerance
-
-
-@pytest.fixture(autouse=True)
-def checks_on_and_seeded() -> Iterator[None]:
-    torch.manual_seed(0)
-    set_runtime_checks(True)
-    yield
-    set_runtime_checks(True)
-
-
-def gap(actual: torch.Tensor, expected: torch.Tensor) -> float:
-    assert actual.shape == expected.shape
-    return float((actual.detach().double() - expected.detach().double()).abs().max())
 
 
 def step_bounds() -> list[tuple[int, int]]:

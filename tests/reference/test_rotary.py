@@ -6,7 +6,6 @@ pair's norm and makes scores depend only on relative positions."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 import pytest
 
@@ -24,22 +23,10 @@ from shapecheck.reference import (  # noqa: E402
     rotary_tables,
     set_runtime_checks,
 )
+from tests.reference import gap  # noqa: E402
 
 BATCH, HEADS, SEQ, HEAD_DIM = 2, 3, 6, 8
 BASE = 10000.0
-
-
-@pytest.fixture(autouse=True)
-def checks_on_and_seeded() -> Iterator[None]:
-    torch.manual_seed(0)
-    set_runtime_checks(True)
-    yield
-    set_runtime_checks(True)
-
-
-def gap(actual: torch.Tensor, expected: torch.Tensor) -> float:
-    assert actual.shape == expected.shape
-    return float((actual.detach().double() - expected.detach().double()).abs().max())
 
 
 def rotated(x: torch.Tensor, *, interleaved: bool, start_pos: int = 0) -> torch.Tensor:

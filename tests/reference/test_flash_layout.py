@@ -6,7 +6,6 @@ given the flash layout without the transpose gives other numbers (the evidence f
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 import pytest
 
@@ -19,29 +18,9 @@ from jaxtyping import TypeCheckError  # noqa: E402
 from torch.nn.attention.bias import causal_lower_right  # noqa: E402
 
 from shapecheck.reference import flash_attention, set_runtime_checks  # noqa: E402
+from tests.reference import gap  # noqa: E402
 
 BATCH, Q_LEN, K_LEN, HEADS, KV_HEADS, D_K, D_V = 2, 5, 7, 4, 2, 6, 3
-
-PRECISIONS = [(torch.float32, 1e-5), (torch.float64, 1e-12)]
-
-
-@pytest.fixture(params=PRECISIONS, ids=["float32", "float64"])
-def precision(request: pytest.FixtureRequest) -> tuple[torch.dtype, float]:
-    dtype, tolerance = request.param
-    return dtype, tolerance
-
-
-@pytest.fixture(autouse=True)
-def checks_on_and_seeded() -> Iterator[None]:
-    torch.manual_seed(0)
-    set_runtime_checks(True)
-    yield
-    set_runtime_checks(True)
-
-
-def gap(actual: torch.Tensor, expected: torch.Tensor) -> float:
-    assert actual.shape == expected.shape
-    return float((actual.detach().double() - expected.detach().double()).abs().max())
 
 
 def flash_inputs(

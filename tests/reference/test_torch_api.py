@@ -6,7 +6,6 @@ shown to fail when the thing it checks is wrong (a flipped mask, another head or
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 import pytest
 
@@ -22,32 +21,10 @@ from shapecheck.reference import (  # noqa: E402
     scaled_dot_product_attention,
     set_runtime_checks,
 )
+from tests.reference import gap  # noqa: E402
 
 BATCH, Q_LEN, K_LEN, HEADS, KV_HEADS, D_K = 2, 5, 7, 4, 2, 3
 D_MODEL = HEADS * D_K
-
-# (dtype, tolerance) for equalities with torch's own kernels
-PRECISIONS = [(torch.float32, 1e-5), (torch.float64, 1e-12)]
-PRECISION_IDS = ["float32", "float64"]
-
-
-@pytest.fixture(params=PRECISIONS, ids=PRECISION_IDS)
-def precision(request: pytest.FixtureRequest) -> tuple[torch.dtype, float]:
-    torch.manual_seed(0)
-    dtype, tolerance = request.param
-    return dtype, tolerance
-
-
-@pytest.fixture(autouse=True)
-def checks_on() -> Iterator[None]:
-    set_runtime_checks(True)
-    yield
-    set_runtime_checks(True)
-
-
-def gap(actual: torch.Tensor, expected: torch.Tensor) -> float:
-    assert actual.shape == expected.shape
-    return float((actual.detach().double() - expected.detach().double()).abs().max())
 
 
 def torch_module(dtype: torch.dtype, **options: object) -> nn.MultiheadAttention:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Annotated
 
 import pytest
@@ -25,12 +24,12 @@ from shapecheck.reference import (  # noqa: E402
 )
 from shapecheck.reference.checking import shape_checked  # noqa: E402
 from tests.conftest import run_python  # noqa: E402
+from tests.reference import gap  # noqa: E402
 
 BATCH, Q_LEN, K_LEN, HEADS, D_K, D_V = 2, 5, 7, 3, 4, 6
 D_MODEL = HEADS * D_K
 
-# (device, dtype, tolerance): fp64/fp32 tight, reduced precision loose
-PRECISIONS = [
+DEVICE_PRECISIONS = [
     ("cpu", torch.float64, 1e-10),
     ("cpu", torch.float32, 1e-5),
     ("cpu", torch.bfloat16, 5e-2),
@@ -38,28 +37,19 @@ PRECISIONS = [
     ("cuda", torch.float16, 1e-2),
     ("cuda", torch.bfloat16, 5e-2),
 ]
-PRECISION_IDS = [f"{device}-{str(dtype).removeprefix('torch.')}" for device, dtype, _ in PRECISIONS]
+"""(device, dtype, tolerance): fp64/fp32 tight, reduced precision loose; wider than the other
+reference tests' ``precision``: devices and the reduced precisions too."""
+DEVICE_PRECISION_IDS = [
+    f"{device}-{str(dtype).removeprefix('torch.')}" for device, dtype, _ in DEVICE_PRECISIONS
+]
 
 
-@pytest.fixture(params=PRECISIONS, ids=PRECISION_IDS)
-def precision(request: pytest.FixtureRequest) -> tuple[str, torch.dtype, float]:
+@pytest.fixture(params=DEVICE_PRECISIONS, ids=DEVICE_PRECISION_IDS)
+def device_precision(request: pytest.FixtureRequest) -> tuple[str, torch.dtype, float]:
     device, dtype, tolerance = request.param
     if device == "cuda" and not torch.cuda.is_available():
         pytest.skip("no CUDA device")
-    torch.manual_seed(0)
     return device, dtype, tolerance
-
-
-@pytest.fixture(autouse=True)
-def checks_on() -> Iterator[None]:
-    set_runtime_checks(True)
-    yield
-    set_runtime_checks(True)
-
-
-def gap(actual: torch.Tensor, expected: torch.Tensor) -> float:
-    assert actual.shape == expected.shape
-    return float((actual.double() - expected.double()).abs().max())
 
 
 def torch_mha(ours: MultiHeadAttention) -> torch.nn.MultiheadAttention:
@@ -77,9 +67,9 @@ def torch_mha(ours: MultiHeadAttention) -> torch.nn.MultiheadAttention:
 
 @pytest.mark.parametrize("case", ["self", "cross", "bool-mask", "key-padding", "causal"])
 def test_multi_head_attention_matches_torch(
-    precision: tuple[str, torch.dtype, float], case: str
+    device_precision: tuple[str, torch.dtype, float], case: str
 ) -> None:
-    device, dtype, tolerance = precision
+    device, dtype, tolerance = device_precision
     ours = MultiHeadAttention(D_MODEL, HEADS).to(device=device, dtype=dtype).eval()
     theirs = torch_mha(ours)
     k_len = Q_LEN if case in ("self", "causal") else K_LEN
@@ -108,10 +98,10 @@ def test_multi_head_attention_matches_torch(
 
 @pytest.mark.parametrize("mask_kind", ["bool", "float", "key-padding"])
 def test_multi_head_attention_is_the_reference_function_per_head(
-    precision: tuple[str, torch.dtype, float], mask_kind: str
+    device_precision: tuple[str, torch.dtype, float], mask_kind: str
 ) -> None:
     """The module (PyTorch's fused kernel inside) equals the written-out formula, causal too."""
-    device, dtype, tolerance = precision
+    device, dtype, tolerance = device_precision
     module = MultiHeadAttention(D_MODEL, HEADS).to(device=device, dtype=dtype).eval()
     x = torch.randn(BATCH, Q_LEN, D_MODEL, device=device, dtype=dtype)
     if mask_kind == "bool":
@@ -142,9 +132,9 @@ def test_multi_head_attention_is_the_reference_function_per_head(
     "case", ["plain", "bool-mask", "float-mask", "causal-square", "causal-wide", "scale", "3d"]
 )
 def test_scaled_dot_product_attention_matches_torch(
-    precision: tuple[str, torch.dtype, float], case: str
+    device_precision: tuple[str, torch.dtype, float], case: str
 ) -> None:
-    device, dtype, tolerance = precision
+    device, dtype, tolerance = device_precision
     batch = (BATCH * HEADS,) if case == "3d" else (BATCH, HEADS)
     q_len = K_LEN if case == "causal-square" else Q_LEN
     q = torch.randn(*batch, q_len, D_K, device=device, dtype=dtype)
@@ -167,9 +157,9 @@ def test_scaled_dot_product_attention_matches_torch(
 
 
 def test_self_attention_is_sdpa_of_the_projections(
-    precision: tuple[str, torch.dtype, float],
+    device_precision: tuple[str, torch.dtype, float],
 ) -> None:
-    device, dtype, tolerance = precision
+    device, dtype, tolerance = device_precision
     module = SelfAttention(D_MODEL, D_K, D_V).to(device=device, dtype=dtype)
     inputs = torch.randn(BATCH, Q_LEN, D_MODEL, device=device, dtype=dtype)
     with torch.no_grad():
