@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+import itertools
+from collections.abc import Callable, Iterator
+from functools import partial
 
 from shapecheck.analysis import ModuleAnalysis, argument
 from shapecheck.analysis.dims import Dim
@@ -65,7 +67,7 @@ class WrongAttentionScale(Rule):
         for scores in analysis.observations(AttentionScores):
             if analysis.co_attention(scores.product):
                 continue  # an alignment both ways is not dot-product attention
-            problem = _problem(scores, _sizes_shown_equal(analysis, scores))
+            problem = _problem(scores, partial(_sizes_shown_equal, analysis, scores))
             if problem is not None and problem[0] not in reported:
                 reported.add(problem[0])
                 yield Violation(problem[0], problem[1])
@@ -98,7 +100,7 @@ def _sizes_shown_equal(
 
 
 def _problem(
-    scores: AttentionScores, same: dict[Dim, tuple[Dim, str]]
+    scores: AttentionScores, shown_equal: Callable[[], dict[Dim, tuple[Dim, str]]]
 ) -> tuple[ast.AST, str] | None:
     product = scores.product
     evidence = scores.scores.scaling
@@ -126,10 +128,11 @@ def _problem(
         return None
     if exponent != -0.5 or not base.is_named:
         return None
-    for width, shown in ((base, None), same.get(base, (None, None))):
-        ratio = width.floordiv(d_k) if width is not None else None
-        several = ratio is not None and (ratio.is_named or (ratio.value or 0) > 1)
-        if ratio is not None and several and not ratio.quotients:
+    # the width as written, then (only if that tells nothing) as a layer shows it to be
+    for width, shown in itertools.chain([(base, "")], _shown(base, shown_equal)):
+        ratio = width.floordiv(d_k)
+        several = ratio.is_named or (ratio.value or 0) > 1
+        if several and not ratio.quotients:
             words = f" ({shown})" if shown else ""
             return where, (
                 f"scores scaled by 1/sqrt({base}), the model width{words}: with {ratio} heads "
@@ -138,3 +141,12 @@ def _problem(
     if len(queries) >= 3 and base == queries[-3]:
         return where, f"scores scaled by 1/sqrt({base}), the number of heads: use 1/sqrt({d_k})"
     return None
+
+
+def _shown(
+    base: Dim, shown_equal: Callable[[], dict[Dim, tuple[Dim, str]]]
+) -> Iterator[tuple[Dim, str]]:
+    """``base`` as the size a layer shows it to be (a single size only: one a layer took)."""
+    single = base.is_named and len(base.factors) == 1
+    if single and (known := shown_equal().get(base)) is not None:
+        yield known

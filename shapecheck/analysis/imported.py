@@ -464,16 +464,22 @@ class ProjectScope:
             return []
         names = b"|".join(re.escape(name.encode()) for name in sized)
         pattern = re.compile(rb"(?<!class )\b(?:" + names + rb")\s*\(")  # a call, no class
+        stem = os.path.splitext(os.path.basename(self.path))[0].encode()
+        mentioned = re.compile(rb"\b" + re.escape(stem) + rb"\b")  # in an import, say
         found: list[Caller] = []
         for file in neighbours(self.path):
-            if not pattern.search(file.data) or file.module is None:
-                continue
+            data = file.data
+            if not (mentioned.search(data) and pattern.search(data)):
+                continue  # (read, never parsed: most neighbours build nothing of ours)
+            module = file.module
+            if module is None or not self._imported_by(file):
+                continue  # a module of the same names that imports them from elsewhere
             home = dependency(file, self.depth + 1)
             scope = home.context.project if home.context is not None else None
             if scope is None or home.context is None:
                 continue
             with active(home.evidence):
-                for name in _building(file.module, set(sized)):
+                for name in _building(module, set(sized)):
                     home.context.classes.get(name)  # its __init__ builds ours
             lines = Lines(file.text)
             found += [
@@ -482,6 +488,18 @@ class ProjectScope:
                 if built.home == self.path
             ]
         return found
+
+    def _imported_by(self, file: ProjectFile) -> bool:
+        """Does one of ``file``'s imports name the checked module (``from .attention import
+        Head``, ``from . import attention``, ``from pkg.attention import Head``)?"""
+        syntax = syntax_of(file)
+        for binding in (*syntax.bindings.values(), *syntax.stars):
+            module = find_module(file.path, binding.module, binding.level)
+            if module is not None and module.is_package and binding.attribute is not None:
+                module = submodule(module, binding.attribute) or module
+            if module is not None and module.path == self.path:
+                return True
+        return False
 
     # --- a call followed into another file (``Interpreter._inline``) -------------------------
 
