@@ -62,6 +62,11 @@ class Coverage:
     from_other_files: int = 0
     """Tensors in attention functions that calls followed into other files of the project
     returned (a helper's result, an injected layer's output)."""
+    built_in_callers_sizes: int = 0
+    """Classes checked again in the sizes a construction gives them (``Head(n_embd,
+    head_size=n_embd // n_head)``), in this file or another module of its folder."""
+    built_in_other_files: int = 0
+    """Of those, the ones another module builds."""
     reasons: Counter[str] = field(default_factory=Counter)
     """Why a tensor's rank, or a value, was unknown -> how often."""
 
@@ -77,6 +82,8 @@ class Coverage:
             "layout_known",
             "unknown_values",
             "from_other_files",
+            "built_in_callers_sizes",
+            "built_in_other_files",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.reasons.update(other.reasons)
@@ -95,6 +102,10 @@ class Coverage:
             },
             "unknown_values": self.unknown_values,
             "from_other_files": self.from_other_files,
+            "built_in_callers_sizes": {
+                "classes": self.built_in_callers_sizes,
+                "by_other_files": self.built_in_other_files,
+            },
             "reasons": [
                 {"reason": reason, "count": count} for reason, count in self.top_reasons(top)
             ],
@@ -124,6 +135,8 @@ def coverage(path: str, analysis: ModuleAnalysis) -> Coverage:
     """What the analysis of one file knew."""
     report = Coverage(path)
     followed = analysis.project.followed if analysis.project is not None else set()
+    report.built_in_callers_sizes = len(analysis.specialised)
+    report.built_in_other_files = sum(1 for each in analysis.specialised if each.elsewhere)
     attention = {observation.softmax for observation in analysis.observations(AttentionScores)}
     report.attention_softmax = len(attention)
     for function in analysis.functions:
@@ -289,6 +302,12 @@ def render_text(reports: list[Coverage], total: Coverage, top: int) -> str:
     )
     if total.from_other_files:
         summary += f"; {count(total.from_other_files, 'tensor')} from other files of the project"
+    if total.built_in_callers_sizes:
+        summary += (
+            f"; {count(total.built_in_callers_sizes, 'class')} checked again in the "
+            f"sizes their constructions give them ({total.built_in_other_files} built in "
+            "another file)"
+        )
     rows.append("\n" + textwrap.fill(summary, width=100))
     if total.reasons:
         rows.append("\nwhy ranks and values were unknown:")

@@ -154,8 +154,8 @@ def fix_list(fixes: Mapping[str, RuleCounts], verb: str, flag: str = "") -> str:
 
 
 def count(number: int, noun: str) -> str:
-    """``1 finding``, ``2 findings``, ``2 fixes``."""
-    plural = "es" if noun.endswith("x") else "s"
+    """``1 finding``, ``2 findings``, ``2 fixes``, ``2 classes``."""
+    plural = "es" if noun.endswith(("x", "s")) else "s"
     return f"{number} {noun}{'' if number == 1 else plural}"
 
 

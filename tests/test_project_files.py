@@ -720,6 +720,26 @@ def test_coverage_counts_what_came_from_other_files(tmp_path: Path) -> None:
     assert measured.rank_known > alone.rank_known
 
 
+def test_coverage_counts_the_classes_checked_in_their_callers_sizes(tmp_path: Path) -> None:
+    from shapecheck.coverage import measure, render_text
+
+    folder = package(
+        tmp_path,
+        attention=LECTURE_HEAD,
+        model=BUILDS_HEADS.replace("HEAD_SIZE", "n_embd // num_heads"),
+    )
+    path = folder / "attention.py"
+    measured, _ = measure((str(path), path.read_bytes()))
+    assert measured is not None
+    assert (measured.built_in_callers_sizes, measured.built_in_other_files) == (1, 1)
+    assert "1 class checked again in the sizes their constructions give them (1 built in" in (
+        " ".join(render_text([measured], measured, top=0).split())
+    )
+    (folder / "model.py").unlink()
+    alone, _ = measure((str(path), path.read_bytes()))
+    assert alone is not None and alone.built_in_callers_sizes == 0
+
+
 # --- what the user sees of shapes: --show-shapes and the editor --------------------------------
 
 HEADS_OF = """\

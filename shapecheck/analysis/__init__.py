@@ -424,6 +424,8 @@ class Specialised:
     construction: Construction
     where: str
     """The construction in words (``line 34 of model.py builds `Head(n_embd, head_size)```)."""
+    elsewhere: bool
+    """Built in another module."""
     analysis: ModuleAnalysis
 
 
@@ -442,23 +444,24 @@ def _constructed(
     if project is None:
         return
     lines = syntax.lines = syntax.lines or Lines(text)
-    built: dict[str, tuple[Construction, str]] = {}
+    built: dict[str, tuple[Construction, str, bool]] = {}
     for construction in project.constructions:
         if construction.home is None:  # the last: ``__init__`` is read twice
             code = " ".join(lines.segment(construction.node).split())
             built[construction.model] = (
                 construction,
                 f"line {construction.node.lineno} builds `{code}`",
+                False,
             )
     for caller in project.callers():
         construction = caller.construction
         file = os.path.basename(caller.file.path)
         where = f"line {construction.node.lineno} of {file} builds `{caller.written}`"
-        built.setdefault(construction.model, (construction, where))
+        built.setdefault(construction.model, (construction, where, True))
     if not built:
         return
     classes = {node.name: node for node in classes_in(module.body)}
-    for name, (construction, where) in built.items():
+    for name, (construction, where, elsewhere) in built.items():
         node = classes.get(construction.cls)
         if node is None or not _attends(node):
             continue  # what a caller's sizes change is mostly attention's to say
@@ -477,7 +480,7 @@ def _constructed(
                     if isinstance(result, FunctionFacts):
                         methods.append(result)
         analysis = ModuleAnalysis(module, text, methods, imports, syntax=syntax)
-        yield Specialised(construction, where, analysis)
+        yield Specialised(construction, where, elsewhere, analysis)
 
 
 _ATTENDING = frozenset({"softmax", "scaled_dot_product_attention", "matmul", "bmm", "einsum"})
