@@ -595,6 +595,87 @@ def test_a_helper_of_another_file_mapped_over_the_projections_is_followed(
     assert findings(folder / "model.py") == set()
 
 
+def test_a_class_derived_from_another_files_class_inherits_its_layers_and_methods(
+    tmp_path: Path,
+) -> None:
+    base = """\
+        import torch.nn as nn
+
+
+        class Attention(nn.Module):
+            def __init__(self, dim, heads):
+                super().__init__()
+                self.heads = heads
+                self.qkv = nn.Linear(dim, dim * 3)
+                self.proj = nn.Linear(dim, dim)
+
+            def split(self, t):
+                b, n, d = t.shape
+                return t.view(b, n, self.heads, d // self.heads).transpose(1, 2)
+        """
+    derived = """\
+        import torch
+        from .base import Attention
+
+
+        class Unscaled(Attention):
+            def forward(self, x):
+                b, n, d = x.shape
+                q, k, v = map(self.split, self.qkv(x).chunk(3, dim=-1))
+                attn = (q @ k.transpose(-2, -1)).softmax(dim=-1)
+                return self.proj((attn @ v).reshape(b, n, d))
+        """
+    folder = package(tmp_path, base=base, derived=derived)
+    # the inherited split hands back [b, heads, n, d]: unscaled scores, heads merged untransposed
+    assert findings(folder / "derived.py") == {(9, "SC301"), (10, "SC103")}
+
+
+def test_an_inherited_method_calling_a_layer_the_derived_class_replaced_is_no_crash(
+    tmp_path: Path,
+) -> None:
+    """Transformers' modular files: the base's forward (read in its file) calls ``self.mlp``,
+    which the derived ``__init__`` built from a class of its own file."""
+    base = """\
+        import torch.nn as nn
+
+
+        class Layer(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.mlp = nn.Linear(dim, dim)
+
+            def forward(self, x):
+                return self.mlp(x).view(x.shape[0], -1)
+        """
+    derived = """\
+        import torch
+        import torch.nn as nn
+        from .base import Layer
+
+
+        class Gated(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.gate = nn.Linear(dim, dim)
+
+            def forward(self, x):
+                return self.gate(x).transpose(1, 2)
+
+
+        class GatedLayer(Layer):
+            def __init__(self, dim):
+                super().__init__(dim)
+                self.mlp = Gated(dim)
+
+            def run(self, x):
+                b, n, d = x.shape
+                return self.forward(x)
+        """
+    folder = package(tmp_path, base=base, derived=derived)
+    result = lint_source((folder / "derived.py").read_bytes(), str(folder / "derived.py"), RULES)
+    assert [d.code for d in result.diagnostics if d.code == "SC000"] == []
+
+
 LECTURE_HEAD = """\
     import torch.nn as nn
     import torch.nn.functional as F

@@ -609,17 +609,22 @@ def _class_model(
     """What ``self`` holds after ``__init__`` (bases defined in the same module first), given
     ``arguments`` for some of its parameters (a construction that passes sizes)."""
     model = ClassModel(node.name)
+    project = context.project
     for base in node.bases:
+        inherited = None
         if isinstance(base, ast.Name) and base.id in context.classes:
             inherited = context.classes[base.id]
+        elif isinstance(base, ast.Name) and project is not None:
+            inherited = project.base_class(base.id)  # ``class Gemma(LlamaAttention)``
+        if inherited is not None:
             model.attributes.update(inherited.attributes)
             model.methods.update(inherited.methods)
     for definition in definitions(node.body):
         if isinstance(definition, FunctionNode):
             model.methods[definition.name] = definition
     init = model.methods.get("__init__")
-    if init is None:
-        return model
+    if init is None or (project is not None and init in project.homes):
+        return model  # (another file's __init__ built the attributes, in its own module)
     interpreter = Interpreter(context, class_model=model, record=False)
     interpreter.inherit(init, globals_)
     try:

@@ -442,6 +442,23 @@ class ProjectScope:
             self._dotted[dotted] = self._fact(located) if located is not None else None
         return self._dotted[dotted]
 
+    def base_class(self, written: str) -> ClassModel | None:
+        """The model of another file's class that a class of this module derives from
+        (``class GemmaAttention(LlamaAttention)``): its methods are followed in its file."""
+        if written not in self.syntax.bindings and not self.syntax.stars:
+            return None
+        located = self._located_name(written)
+        if located is None or not isinstance(located.definition, ast.ClassDef):
+            return None
+        home = dependency(located.module, self.depth + 1)
+        key = self._adopted(located.definition.name, home)
+        if key is None:
+            return None
+        model = self.context.classes[key]
+        # what its __init__ stored, in this module's names (its layers' classes adopted)
+        attributes = {name: self.leaving(fact, home) for name, fact in model.attributes.items()}
+        return ClassModel(model.name, attributes, dict(model.methods))
+
     def class_definition(self, written: str) -> tuple[ProjectFile, ast.ClassDef] | None:
         """The class a name or dotted name of this module (``FooConfig``, ``cfg.FooConfig``)
         stands for, as written in its file (nothing of it is analysed)."""
@@ -564,7 +581,9 @@ class ProjectScope:
         passed = [fact for fact, _ in [*args, *kwargs.values()]]
         if not any(isinstance(fact, IntFact) and _decides_sizes(fact.dim) for fact in passed):
             return InstanceFact(cls.name)
-        generic = self.context.classes[cls.name]
+        generic = self.context.classes.get(cls.name)
+        if generic is None:
+            return InstanceFact(cls.name)
         init = generic.methods.get("__init__")
         if "forward" not in generic.methods:
             return InstanceFact(cls.name)  # no layer: nothing computes in its sizes

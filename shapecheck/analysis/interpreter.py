@@ -1320,7 +1320,9 @@ class Interpreter:
                 return project.instance(self, callee, node, args, kwargs)
             return InstanceFact(callee.name)
         if isinstance(callee, InstanceFact):
-            forward = self.context.classes[callee.name].methods.get("forward")
+            # (a layer an inherited method of another file stored is named in that file)
+            model = self.context.classes.get(callee.name)
+            forward = model.methods.get("forward") if model is not None else None
             if forward is not None:
                 return self._inline(
                     FunctionRef(forward, class_name=callee.name), node, args, kwargs
@@ -1335,9 +1337,9 @@ class Interpreter:
         kwargs: dict[str, Argument],
     ) -> None:
         """``MultiHeadAttention(100, 3)``: literal sizes its ``__init__`` divides must divide."""
-        model = self.context.classes[cls.name]
-        init = model.methods.get("__init__")
-        if init is None or not model.divisions:
+        model = self.context.classes.get(cls.name)
+        init = model.methods.get("__init__") if model is not None else None
+        if model is None or init is None or not model.divisions:
             return
         bound = _bind_arguments(FunctionRef(init, class_name=cls.name), args, kwargs) or {}
         for numerator, denominator in model.divisions:
