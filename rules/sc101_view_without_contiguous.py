@@ -90,10 +90,13 @@ def _contiguous_first(call: ast.Call, tree: ConcreteTree, *, safe: bool) -> Fix 
 
 
 def _describe(analysis: ModuleAnalysis, node: ast.AST) -> str:
-    """The reordering call as written, without its receiver: `transpose(1, 2)`."""
+    """The reordering call as written, without its receiver (`.transpose(1, 2)`) unless that
+    is a class (`Attend.attention(q, k, v)`, a static method)."""
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
         arguments = ", ".join(analysis.source(argument) for argument in _arguments(node))
-        return f".{node.func.attr}({arguments})"
+        receiver = node.func.value
+        cls = receiver.id if isinstance(receiver, ast.Name) and receiver.id[:1].isupper() else ""
+        return f"{cls}.{node.func.attr}({arguments})"
     if isinstance(node, ast.Attribute):
         return f".{node.attr}"
     text = " ".join(analysis.source(node).split())
