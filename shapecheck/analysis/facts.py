@@ -289,6 +289,12 @@ class ModuleFact(Fact):
     """A convolution's spatial axes (``in_features``/``out_features`` are its channels): what
     each size is divided by (1: kept, as with ``kernel_size=1`` or ``padding="same"``; ``p``:
     a patch embedding's ``kernel_size=stride=p``), ``None`` where it is no such quotient."""
+    pattern: str | None = None
+    """An einops layer's pattern: ``Rearrange("b n (h d) -> b h n d", h=heads)``."""
+    axis_sizes: tuple[tuple[str, Dim], ...] = ()
+    """The axis sizes an einops layer is given (``h=heads``)."""
+    stages: tuple[Fact, ...] = ()
+    """``nn.Sequential``'s layers, in the order it applies them."""
 
 
 ACTIVATIONS = frozenset(

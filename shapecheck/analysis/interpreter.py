@@ -24,6 +24,8 @@ from shapecheck.analysis.dims import Dim
 from shapecheck.analysis.facts import (
     NONE,
     OPPOSITE_POLARITY,
+    SAME_SHAPE,
+    SHAPE_PRESERVING,
     UNKNOWN,
     ClassRef,
     DtypeOf,
@@ -71,8 +73,10 @@ from shapecheck.analysis.ops import (
 from shapecheck.analysis.ops.arithmetic import arithmetic
 from shapecheck.analysis.ops.axes import last_two_swapped, reversed_axes
 from shapecheck.analysis.ops.constructors import moved_with_module
+from shapecheck.analysis.ops.einops import input_rank
 from shapecheck.analysis.ops.masks import negated
 from shapecheck.analysis.ops.products import matrix_product
+from shapecheck.analysis.ops.views import unbound
 from shapecheck.analysis.usage import (
     RANK_QUERIES,
     SHOWING_FUNCTIONS,
@@ -115,6 +119,8 @@ _MODULE_RETURNS_ITSELF = {
     "requires_grad_",
 }
 _SCALAR_FUNCTIONS = ("math.", "numpy.sqrt", "numpy.power", "numpy.log")
+_KEEPS_RANK = frozenset({"torch.nn.Linear", "torch.nn.Softmax", SAME_SHAPE, *SHAPE_PRESERVING})
+"""Layers whose output has their input's rank (``nn.Sequential`` learns a rank through them)."""
 
 
 @dataclass
@@ -521,6 +527,8 @@ class Interpreter:
                 items = [IntFact(dim) for dim in fact.dims]
             elif isinstance(fact, RepeatedFact) and not starred:
                 items = [fact.item] * len(elements)
+            elif isinstance(fact, TensorFact) and not starred:
+                items = _iterated(fact, target)
             if items is None or len(items) != len(elements):
                 # an unknown unpacked stays unknown for the same reason
                 items = [fact if isinstance(fact, Unknown) else UNKNOWN] * len(elements)
@@ -1283,16 +1291,6 @@ class Interpreter:
             callee = project.called(self, callee, args, kwargs) or callee  # another file's
         if isinstance(callee, QualifiedName):
             return self._qualified(callee.name, node, args, kwargs)
-        if isinstance(callee, ModuleFact):
-            transfer = MODULE_CALLS.get(callee.kind)
-            tensor = as_tensor(args[0][0]) if args else None
-            if transfer is None or tensor is None:
-                return UNKNOWN
-            op = OpCall(callee.kind, node, func, tensor, args[0][1], self, args[1:], kwargs, callee)
-            result = transfer(op)
-            linear = callee.kind == "torch.nn.Linear"
-            self._learn_width(args[0][1], tensor, callee.in_features if linear else None)
-            return _uncertain(result) if callee.uncertain else result
         if isinstance(callee, FunctionRef):
             return self._inline(callee, node, args, kwargs)
         if isinstance(callee, ClassRef):
@@ -1301,13 +1299,77 @@ class Interpreter:
             if project is not None:  # an instance of the sizes it was given
                 return project.instance(callee, args, kwargs)
             return InstanceFact(callee.name)
-        if isinstance(callee, InstanceFact):
-            forward = self.context.classes[callee.name].methods.get("forward")
-            if forward is not None:
-                return self._inline(
-                    FunctionRef(forward, class_name=callee.name), node, args, kwargs
-                )
-        return _unmodelled_call(node)
+        return self._layer_call(callee, node, func, args, kwargs) or _unmodelled_call(node)
+
+    def _layer_call(
+        self,
+        layer: Fact,
+        node: ast.Call,
+        func: ast.expr,
+        args: list[Argument],
+        kwargs: dict[str, Argument],
+    ) -> Fact | None:
+        """A layer called: a module the analysis knows (``nn.Sequential`` applies each of its
+        layers to what the one before returned) or an instance of a class of this module
+        (its ``forward`` runs); ``None`` for anything else."""
+        if isinstance(layer, InstanceFact):
+            forward = self.context.classes[layer.name].methods.get("forward")
+            if forward is None:
+                return None
+            return self._inline(FunctionRef(forward, class_name=layer.name), node, args, kwargs)
+        if not isinstance(layer, ModuleFact):
+            return None
+        if layer.kind == "torch.nn.Sequential":
+            return self._sequential_call(layer, node, func, args, kwargs)
+        transfer = MODULE_CALLS.get(layer.kind)
+        tensor = as_tensor(args[0][0]) if args else None
+        if transfer is None or tensor is None:
+            return UNKNOWN
+        op = OpCall(layer.kind, node, func, tensor, args[0][1], self, args[1:], kwargs, layer)
+        result = transfer(op)
+        linear = layer.kind == "torch.nn.Linear"
+        self._learn_width(args[0][1], tensor, layer.in_features if linear else None)
+        return _uncertain(result) if layer.uncertain else result
+
+    def _sequential_call(
+        self,
+        sequential: ModuleFact,
+        node: ast.Call,
+        func: ast.expr,
+        args: list[Argument],
+        kwargs: dict[str, Argument],
+    ) -> Fact:
+        """``self.to_q(x)`` with ``to_q = nn.Sequential(nn.Linear(d, h * e), Rearrange(...))``:
+        the first layer gets the arguments, every later one what the one before returned
+        (written nowhere: it is the call's)."""
+        learned = self._rank_through(sequential.stages, args)
+        if learned is not None:
+            args = [(learned, args[0][1]), *args[1:]]
+        result: Fact | None = None
+        for index, stage in enumerate(sequential.stages):
+            given = (args, kwargs) if index == 0 else ([(result or UNKNOWN, node)], {})
+            result = self._layer_call(stage, node, func, *given)
+            if result is None:
+                return _unmodelled_call(node)
+        result = result if result is not None else (args[0][0] if args else UNKNOWN)
+        return _uncertain(result) if sequential.uncertain else result
+
+    def _rank_through(self, stages: tuple[Fact, ...], args: list[Argument]) -> TensorFact | None:
+        """A tensor handed to layers that keep its rank (a ``Linear``, a norm) before an einops
+        layer's pattern has that pattern's rank: learned for the name it is bound to (and
+        returned; ``None`` where nothing was learned)."""
+        key = dotted_name(args[0][1]) if args else None
+        if key is None:
+            return None
+        for stage in stages:
+            if not isinstance(stage, ModuleFact):
+                return None
+            rank = input_rank(stage.pattern) if stage.pattern is not None else None
+            if rank is not None:
+                return self.learn_rank(key, rank, None)
+            if stage.kind not in _KEEPS_RANK:
+                return None
+        return None
 
     def _construct(
         self,
@@ -1628,6 +1690,17 @@ class Interpreter:
 
 
 # --- helpers --------------------------------------------------------------------------------
+
+
+def _iterated(tensor: TensorFact, target: ast.Tuple | ast.List) -> list[Fact] | None:
+    """``q, k, v = qkv``: a tensor unpacks along its first axis, one slice per name (its
+    size, where known, is how many there are: Python raises otherwise)."""
+    if not tensor.shape:
+        return None
+    count = tensor.shape[0].value
+    if count is not None and count != len(target.elts):
+        return None
+    return [unbound(tensor, 0, element) for element in target.elts]
 
 
 def _tensor_parameter(name: str) -> TensorFact:

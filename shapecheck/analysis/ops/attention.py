@@ -8,9 +8,11 @@ from shapecheck.analysis.dims import Dim
 from shapecheck.analysis.facts import (
     UNKNOWN,
     Fact,
+    ModuleFact,
     QualifiedName,
     TensorFact,
     TupleFact,
+    Unknown,
 )
 from shapecheck.analysis.observations import (
     AttentionScores,
@@ -20,6 +22,7 @@ from shapecheck.analysis.ops import (
     DTYPES,
     OpCall,
     as_tensor,
+    function_op,
     functional_names,
     module_op,
     new_tensor,
@@ -78,6 +81,33 @@ def softmax_module(call: OpCall) -> Fact:
     # nn.Softmax(dim=d) with d not a literal is not nn.Softmax() (which picks an axis itself)
     unknown = module is None or (module.dim_given and dim is None)
     return _softmax(call, call.receiver, dim, unknown, None, through_module=True)
+
+
+_SOFTMAX_FUNCTIONS = frozenset({*torch_names("softmax"), *functional_names("softmax")})
+
+
+@function_op("functools.partial")
+def partial_softmax(call: OpCall) -> Fact:
+    """``partial(F.softmax, dim=-1)``, kept as ``self.attn_fn`` and called on the scores: it
+    computes what ``nn.Softmax(dim=-1)`` does, so it is modelled as one (a ``partial`` of that
+    with a ``dtype`` too, which leaves the axis alone). Other functions stay unknown."""
+    function = call.get(0, "func")
+    keywords = {name: argument for name, argument in call.kwargs.items() if name != "func"}
+    softmax = (
+        function is not None
+        and len(call.args) <= 1
+        and set(keywords) <= {"dim", "dtype"}
+        and (
+            (isinstance(function[0], QualifiedName) and function[0].name in _SOFTMAX_FUNCTIONS)
+            or (isinstance(function[0], ModuleFact) and function[0].kind == "torch.nn.Softmax")
+        )
+    )
+    if not softmax or function is None:
+        return Unknown("call", call.name)
+    if "dim" not in keywords and isinstance(function[0], ModuleFact):
+        return function[0]
+    dim = call.int_arg(None, "dim")
+    return ModuleFact("torch.nn.Softmax", dim=dim, dim_given="dim" in keywords)
 
 
 def _softmax(

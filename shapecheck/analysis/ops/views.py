@@ -522,15 +522,21 @@ def unbind(call: OpCall) -> Fact:
     count = receiver.shape[position].value
     if count is None:
         return UNKNOWN
-    layout = receiver.layout.materialise(len(receiver.shape)) if receiver.layout else None
-    piece = flow(
-        receiver,
+    return _alike(unbound(receiver, position, call.node), count)
+
+
+def unbound(tensor: TensorFact, position: int, origin: ast.AST) -> TensorFact:
+    """One slice of ``tensor`` along axis ``position`` (of a known shape): ``unbind``'s
+    pieces, and what iterating a tensor gives (``q, k, v = qkv``: its first axis)."""
+    assert tensor.shape is not None
+    layout = tensor.layout.materialise(len(tensor.shape)) if tensor.layout else None
+    return flow(
+        tensor,
         Family.VIEW,
-        shape=receiver.shape[:position] + receiver.shape[position + 1 :],
+        shape=tensor.shape[:position] + tensor.shape[position + 1 :],
         layout=layout.with_axis_removed(position) if layout else None,
-        origin=call.node,
+        origin=origin,
     )
-    return _alike(piece, count)
 
 
 @function_op(*torch_names("cat", "concat", "concatenate", "stack"))
@@ -546,7 +552,7 @@ def concatenate(call: OpCall) -> Fact:
     shapes = [tensor.shape for tensor in tensors if tensor is not None and tensor.shape is not None]
     scalings = {tensor.scaling if tensor is not None else None for tensor in tensors}
     scaling = scalings.pop() if len(scalings) == 1 else None
-    shape = _concatenated_shape(call, shapes)
+    shape = _concatenated_shape(call, shapes, complete=len(shapes) == len(tensors))
     # phases joined to themselves (``cat((freqs, freqs), dim=-1)``) are still phases
     positions = [tensor.positions if tensor is not None else None for tensor in tensors]
     phases = positions[0] if positions and None not in positions else None
@@ -596,7 +602,11 @@ def _grown(tensor: TensorFact, by: ast.AST) -> TensorFact:
     return new_tensor(shape, by, tensor, dtype=tensor.dtype, heads=tensor.heads, cached=by)
 
 
-def _concatenated_shape(call: OpCall, shapes: list[tuple[Dim, ...]]) -> tuple[Dim, ...] | None:
+def _concatenated_shape(
+    call: OpCall, shapes: list[tuple[Dim, ...]], *, complete: bool
+) -> tuple[Dim, ...] | None:
+    """The shape of ``cat``/``stack`` of tensors of ``shapes`` (``complete``: the shapes of
+    all of them, so ``cat``'s axis is the sum of theirs: ``past + n`` keys)."""
     if not shapes:
         return None
     shape = shapes[0]
@@ -611,8 +621,17 @@ def _concatenated_shape(call: OpCall, shapes: list[tuple[Dim, ...]]) -> tuple[Di
         return fresh_shape(len(shape))
     position = axis % len(shape)
     others = [dims for dims in shapes if len(dims) == len(shape)]
+    joined = Dim.symbol("?")
+    if complete and len(others) == len(shapes):
+        joined = others[0][position]
+        for dims in others[1:]:
+            joined = joined + dims[position]
     return tuple(
-        Dim.symbol("?") if index == position or any(d[index] != dim for d in others) else dim
+        joined
+        if index == position
+        else Dim.symbol("?")
+        if any(d[index] != dim for d in others)
+        else dim
         for index, dim in enumerate(shape)
     )
 

@@ -1,0 +1,156 @@
+"""Idioms of research attention code (lucidrains, x-transformers, vit-pytorch): einops layers
+built in ``__init__``, ``nn.Sequential``, a softmax kept as ``partial(F.softmax, dim=-1)``, a
+tensor unpacked along its first axis and keys joined to a cache (sizes as sums)."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+import pytest
+
+from shapecheck.analysis import analyse
+from shapecheck.analysis.dims import Dim, format_shape
+from shapecheck.analysis.facts import TensorFact
+from shapecheck.linter import lint_source
+from shapecheck.rule import all_rules
+
+MODEL = """\
+from functools import partial
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from einops.layers.torch import Rearrange, Reduce
+
+
+class Attention(nn.Module):
+    def __init__(self, dim, heads=8, dim_head=64):
+        super().__init__()
+        inner = heads * dim_head
+        self.heads = heads
+        self.scale = dim_head**-0.5
+        self.to_qkv = nn.Linear(dim, inner * 3)
+        self.to_q = nn.Sequential(nn.Linear(dim, inner), Rearrange("b n (h d) -> b h n d", h=heads))
+        self.to_k = nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, inner), nn.GELU())
+        self.split = Rearrange("b n (h d) -> b h n d", h=heads)
+        self.merge = Rearrange("b h n d -> b n (h d)")
+        self.pool = Reduce("b n d -> b d", "mean")
+        self.attn_fn = partial(F.softmax, dim={dim})
+
+    def forward(self, x):
+        {body}
+"""
+
+
+def bindings(body: str, dim: str = "-1") -> dict[str, TensorFact]:
+    """What ``Attention.forward`` binds each name to (the last binding of it)."""
+    indented = textwrap.indent(textwrap.dedent(body), " " * 8).lstrip()
+    text = MODEL.format(body=indented, dim=dim)
+    functions = analyse(ast.parse(text), text).functions
+    [forward] = [f for f in functions if f.name == "Attention.forward"]
+    return {
+        name: fact
+        for node, name, fact in forward.bindings
+        if isinstance(fact, TensorFact) and not isinstance(node, ast.arg)
+    }
+
+
+def shape_of(body: str, name: str) -> str:
+    return format_shape(bindings(body)[name].shape)
+
+
+def findings(body: str, dim: str) -> list[str]:
+    indented = textwrap.indent(textwrap.dedent(body), " " * 8).lstrip()
+    text = MODEL.format(body=indented, dim=dim)
+    rules = [rule() for rule in all_rules()]
+    result = lint_source(text.encode(), "snippet.py", rules)
+    return [d.code for d in result.diagnostics]
+
+
+SPLIT = """\
+b, n, _ = x.shape
+q = self.split(self.to_qkv(x).chunk(3, dim=-1)[0])
+"""
+
+
+def test_an_einops_layer_built_in_init_applies_its_pattern() -> None:
+    assert shape_of(SPLIT, "q") == "[b, self.heads, n, dim_head]"
+    merged = SPLIT + "out = self.merge(q)\npooled = self.pool(out)\n"
+    assert shape_of(merged, "out") == "[b, n, dim_head*self.heads]"
+    assert shape_of(merged, "pooled") == "[b, dim_head*self.heads]"
+
+
+def test_a_sequential_applies_its_layers_in_order() -> None:
+    body = "b, n, _ = x.shape\nq = self.to_q(x)\nk = self.to_k(x)\n"
+    assert shape_of(body, "q") == "[b, self.heads, n, dim_head]"
+    assert shape_of(body, "k") == "[b, n, dim_head*self.heads]"
+
+
+def test_a_pattern_after_layers_that_keep_the_rank_shows_the_input_rank() -> None:
+    """``to_q(x)`` with ``to_q = nn.Sequential(nn.Linear(...), Rearrange("b n (h d) -> ..."))``:
+    ``x`` has three axes (einops raises otherwise), named from then on."""
+    assert shape_of("q = self.to_q(x)\n", "q") == "[x.shape[0], self.heads, x.shape[1], dim_head]"
+
+
+QKV = """\
+b, n, _ = x.shape
+qkv = self.to_qkv(x).reshape(b, n, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
+q, k, v = qkv
+"""
+
+
+def test_a_tensor_unpacks_along_its_first_axis() -> None:
+    facts = bindings(QKV)
+    for name in "qkv":
+        assert format_shape(facts[name].shape) == "[b, self.heads, n, dim_head]"
+
+
+def test_unpacking_more_names_than_the_first_axis_holds_tells_nothing() -> None:
+    body = QKV.replace("q, k, v = qkv", "q, k = qkv")
+    assert "q" not in bindings(body)
+
+
+def test_keys_joined_to_earlier_ones_are_as_long_as_both() -> None:
+    body = QKV + (
+        "past = torch.zeros(b, self.heads, 5, k.shape[-1])\n"
+        "keys = torch.cat([past, k], dim=-2)\n"
+        "again = torch.cat([k, k], dim=2)\n"
+        "unknown = torch.cat([x.new_zeros(()), k], dim=-2)\n"
+    )
+    assert shape_of(body, "keys") == "[b, self.heads, (5+n), dim_head]"
+    assert shape_of(body, "again") == "[b, self.heads, 2*n, dim_head]"
+    assert shape_of(body, "unknown") == "[b, self.heads, ?, dim_head]"
+
+
+def test_sums_of_sizes_are_sizes_like_any_other() -> None:
+    past, length = Dim.symbol("past"), Dim.symbol("n")
+    assert past + length == length + past and str(past + length) == "(n+past)"
+    assert length + length == Dim.constant(2) * length
+    assert Dim.constant(3) + Dim.constant(5) == Dim.constant(8)
+    assert (past + length).is_named and (past + Dim.symbol("?")).has_unknown
+
+
+ATTENTION = (
+    QKV
+    + """\
+sim = q @ k.transpose(-2, -1) * self.scale
+attn = self.attn_fn(sim)
+out = attn @ v
+"""
+)
+
+
+def test_a_partial_softmax_computes_attention_weights() -> None:
+    facts = bindings(ATTENTION)
+    assert facts["attn"].weights and format_shape(facts["attn"].shape) == "[b, self.heads, n, n]"
+
+
+@pytest.mark.parametrize(("dim", "found"), [("-1", []), ("3", []), ("-2", ["SC303"])])
+def test_a_partial_softmax_over_the_wrong_axis_is_reported(dim: str, found: list[str]) -> None:
+    assert findings(ATTENTION, dim) == found
+
+
+def test_a_partial_softmax_of_unscaled_scores_is_reported() -> None:
+    unscaled = ATTENTION.replace(" * self.scale", "")
+    assert findings(unscaled, "-1") == ["SC301"]
