@@ -21,6 +21,7 @@ from functools import partial
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from einops import pack, unpack
 from einops.layers.torch import Rearrange, Reduce
 
 
@@ -154,3 +155,16 @@ def test_a_partial_softmax_over_the_wrong_axis_is_reported(dim: str, found: list
 def test_a_partial_softmax_of_unscaled_scores_is_reported() -> None:
     unscaled = ATTENTION.replace(" * self.scale", "")
     assert findings(unscaled, "-1") == ["SC301"]
+
+
+def test_pack_joins_along_its_star_and_unpack_splits_back() -> None:
+    body = QKV + (
+        "memory = torch.zeros(b, self.heads, 2, 7, k.shape[-1])\n"
+        'packed, sizes = pack([memory, k], "b h * d")\n'
+        'mem, keys = unpack(packed, sizes, "b h * d")\n'
+        'unknown, unknown_sizes = pack([x[0], k], "b h * d")\n'
+    )
+    assert shape_of(body, "packed") == "[b, self.heads, (14+n), dim_head]"
+    assert shape_of(body, "mem") == "[b, self.heads, 2, 7, dim_head]"
+    assert shape_of(body, "keys") == "[b, self.heads, n, dim_head]"
+    assert shape_of(body, "unknown") == "[?, ?, ?, ?]"

@@ -1,6 +1,6 @@
-"""einops: ``rearrange``, ``repeat``, ``reduce`` and ``einsum``, and the layers ``Rearrange``
-and ``Reduce``, the way most research code splits and merges heads (``rearrange(t, "b n (h d)
--> b h n d", h=heads)``).
+"""einops: ``rearrange``, ``repeat``, ``reduce``, ``einsum``, ``pack`` and ``unpack``, and the
+layers ``Rearrange`` and ``Reduce``, the way most research code splits and merges heads
+(``rearrange(t, "b n (h d) -> b h n d", h=heads)``).
 
 A pattern names every axis, so it also tells the rank of its input: a tensor of unknown rank
 given to ``"b n (h d) -> ..."`` has three axes (einops raises otherwise), and is known to from
@@ -12,11 +12,21 @@ from __future__ import annotations
 import re
 
 from shapecheck.analysis.dims import Dim, product
-from shapecheck.analysis.facts import UNKNOWN, Fact, IntFact, ModuleFact, TensorFact
+from shapecheck.analysis.facts import (
+    UNKNOWN,
+    Fact,
+    IntFact,
+    ModuleFact,
+    SizeFact,
+    TensorFact,
+    TupleFact,
+    fresh_shape,
+)
 from shapecheck.analysis.imports import dotted_name
 from shapecheck.analysis.lattice import Family, flow
 from shapecheck.analysis.ops import (
     OpCall,
+    as_tensor,
     function_op,
     kept_contiguous,
     module_op,
@@ -215,3 +225,61 @@ def _group_size(group: Group, sizes: dict[str, Dim]) -> list[Dim]:
 def _elementary(side: list[Group]) -> list[str]:
     """The named axes in order (``...`` keeps its own order, a ``1`` holds no data)."""
     return [name for group in side for name in group if not name.isdigit() and name != "..."]
+
+
+@function_op("einops.pack")
+def pack(call: OpCall) -> Fact:
+    """``packed, ps = pack([x, y], "b * d")``: the tensors joined along the axis ``*`` stands
+    for (each one's axes there flattened into it), and the sizes each had there (``ps``)."""
+    listed, layout = call.get(0, "tensors"), _packing(call, 1)
+    if listed is None or layout is None or not isinstance(listed[0], TupleFact):
+        return UNKNOWN
+    before, after = layout
+    shapes = [tensor.shape if (tensor := as_tensor(item)) else None for item in listed[0].items]
+    if not shapes or any(s is None or len(s) < before + after for s in shapes):
+        return TupleFact(
+            (TensorFact(shape=fresh_shape(before + 1 + after), origin=call.node), UNKNOWN)
+        )
+    known = [shape for shape in shapes if shape is not None]
+    packed = [product(shape[before : len(shape) - after]) for shape in known]
+    joined = packed[0]
+    for size in packed[1:]:
+        joined = joined + size
+    first = known[0]
+    shape = (*first[:before], joined, *first[len(first) - after :])
+    inputs = [as_tensor(item) for item in listed[0].items]
+    star = tuple(SizeFact(shape[before : len(shape) - after]) for shape in known)
+    return TupleFact((new_tensor(shape, call.node, *inputs), TupleFact(star)))
+
+
+@function_op("einops.unpack")
+def unpack(call: OpCall) -> Fact:
+    """``x, y = unpack(packed, ps, "b * d")``: the axis ``*`` stands for split back into the
+    sizes each tensor had there, as ``pack`` gave them (``ps``)."""
+    given, sizes, layout = call.get(0, "tensor"), call.get(1, "packed_shapes"), _packing(call, 2)
+    packed = as_tensor(given[0]) if given is not None else None
+    if packed is None or sizes is None or layout is None or not isinstance(sizes[0], TupleFact):
+        return UNKNOWN
+    before, after = layout
+    shape = packed.shape
+    if shape is None or len(shape) != before + 1 + after:
+        return UNKNOWN
+    pieces: list[Fact] = []
+    for item in sizes[0].items:
+        if not isinstance(item, SizeFact):
+            return UNKNOWN
+        unpacked = (*shape[:before], *item.dims, *shape[before + 1 :])
+        pieces.append(flow(packed, Family.VIEW, shape=unpacked, layout=None, origin=call.node))
+    return TupleFact(tuple(pieces))
+
+
+def _packing(call: OpCall, position: int) -> tuple[int, int] | None:
+    """How many axes a pack pattern names before and after its ``*`` (``None``: no such
+    pattern, or one with a composition or ``...``)."""
+    given = call.get(position, "pattern")
+    text = string_literal(given[1]) if given is not None else None
+    names = text.split() if text is not None else []
+    if names.count("*") != 1 or any(not name.isidentifier() for name in names if name != "*"):
+        return None
+    star = names.index("*")
+    return star, len(names) - star - 1
