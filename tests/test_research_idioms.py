@@ -168,3 +168,95 @@ def test_pack_joins_along_its_star_and_unpack_splits_back() -> None:
     assert shape_of(body, "mem") == "[b, self.heads, 2, 7, dim_head]"
     assert shape_of(body, "keys") == "[b, self.heads, n, dim_head]"
     assert shape_of(body, "unknown") == "[?, ?, ?, ?]"
+
+
+# --- ranks through layers that keep them ------------------------------------------------------
+
+VIT = """\
+import torch
+import torch.nn as nn
+from einops import rearrange
+
+
+class Attention(nn.Module):
+    def __init__(self, dim, heads=8, dim_head=64):
+        super().__init__()
+        self.heads = heads
+        self.norm = nn.LayerNorm(dim)
+        self.to_qkv = nn.Linear(dim, dim_head * heads * 3, bias=False)
+
+    def forward(self, x):
+        x = self.norm(x)
+        qkv = self.to_qkv(x).chunk(3, dim=-1)
+        q, k, v = map(lambda t: rearrange(t, "b n (h d) -> b h n d", h=self.heads), qkv)
+        return q
+"""
+
+
+def _entry(text: str, function: str, name: str) -> TensorFact:
+    functions = analyse(ast.parse(text), text).functions
+    [found] = [f for f in functions if f.name == function]
+    [fact] = [
+        fact for node, bound, fact in found.bindings if bound == name and isinstance(node, ast.arg)
+    ]
+    assert isinstance(fact, TensorFact)
+    return fact
+
+
+def test_a_pattern_shows_the_rank_of_what_a_norm_and_a_linear_layer_were_handed() -> None:
+    """vit-pytorch: ``x`` goes through a norm, a linear layer and ``chunk``, which all keep
+    its rank, before a pattern names three axes: ``x`` has three."""
+    assert _entry(VIT, "Attention.forward", "x").rank == 3
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        "qkv = self.to_qkv(x).view(-1, 3).chunk(3, dim=-1)",  # a view: another rank
+        "qkv = (self.to_qkv(x) + x.new_ones(1)).chunk(3, dim=-1)",  # may broadcast to more axes
+    ],
+)
+def test_ops_that_may_change_the_rank_show_nothing_of_it(changed: str) -> None:
+    text = VIT.replace("qkv = self.to_qkv(x).chunk(3, dim=-1)", changed)
+    assert _entry(text, "Attention.forward", "x").rank is None
+
+
+SPLICED = """\
+import torch.nn.functional as F
+
+
+def attend(q, k, v, mask):
+    scale = q.shape[-1] ** -0.5
+    batch, heads, q_len, _, k_len = *q.shape, k.shape[-2]
+    mask = mask.expand(batch, heads, q_len, k_len)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+"""
+
+
+def _bound(text: str, function: str, name: str) -> str:
+    functions = analyse(ast.parse(text), text).functions
+    [found] = [f for f in functions if f.name == function]
+    facts = [fact for node, bound, fact in found.bindings if bound == name]
+    assert isinstance(facts[-1], TensorFact)
+    return format_shape(facts[-1].shape)
+
+
+def test_a_shape_spliced_into_an_unpacking_names_its_sizes() -> None:
+    """x-transformers' ``Attend.flash_attn``: ``q``'s rank is known before (``q.shape[-1]``
+    is read first, so the function is read again with it), its sizes unnamed until the
+    unpacking names them; ``mask.expand`` of them has four axes whatever ``mask`` had, and
+    the attention output has the queries' axes."""
+    assert _bound(SPLICED, "attend", "mask") == "[batch, heads, q_len, k.shape[-2]]"
+    assert _bound(SPLICED, "attend", "out") == "[batch, heads, q_len, ?]"
+
+
+def test_a_shape_spliced_after_a_use_showed_its_rank_names_its_sizes() -> None:
+    """``permute`` shows ``q`` 4-D with sizes unnamed; the spliced unpacking names them."""
+    text = (
+        "import torch\n\n\n"
+        "def attend(q, k):\n"
+        "    moved = q.permute(0, 2, 1, 3)\n"
+        "    batch, heads, q_len, _, k_len = *q.shape, k.shape[-2]\n"
+        "    again = q * 2\n"
+    )
+    assert _bound(text, "attend", "again") == "[batch, heads, q_len, ?]"

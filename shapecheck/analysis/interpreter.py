@@ -85,6 +85,7 @@ from shapecheck.analysis.usage import (
     ParameterUses,
     RankByUse,
     decide,
+    fixed,
     function_uses,
     index_uses,
     method_uses,
@@ -417,6 +418,7 @@ class Interpreter:
                 shown = unpacking_uses(target, value)
                 if shown is not None and isinstance(shown[0], ast.Name):
                     self._shows(shown[0], self.env.get(shown[0].id), shown[1])
+                self._name_spliced(target, value)
         fact = self.eval(value)
         source = dotted_name(value)
         for target in targets:
@@ -580,6 +582,18 @@ class Interpreter:
         shown = unpacking_uses(target, value)
         if shown is not None and self.holds_passed(key, tensor):
             self.uses.note(key, shown[1])
+        shape = self._named_sizes(receiver, key, tensor, elements).shape
+        if shape is None or len(shape) != len(elements):
+            return False
+        for element, dim in zip(elements, shape, strict=True):
+            self._bind(element, IntFact(dim))
+        return True
+
+    def _named_sizes(
+        self, receiver: ast.expr, key: str, tensor: TensorFact, elements: list[ast.expr]
+    ) -> TensorFact:
+        """``key``, bound to ``tensor``, with the sizes the names ``elements`` unpack from its
+        shape: its rank learned if unknown, sizes no use named yet named."""
         if tensor.shape is None:
             shape = tuple(self._size_named(element) for element in elements)
             last = self.env.get(dotted_name(elements[-1]) or "")
@@ -598,11 +612,24 @@ class Interpreter:
         if self.record and self.context.shapes and receiver in self.facts:
             self.facts[receiver] = tensor  # the tensor read there is the one now known
         assert tensor.shape is not None
-        if len(tensor.shape) != len(elements):
-            return False
-        for element, dim in zip(elements, tensor.shape, strict=True):
-            self._bind(element, IntFact(dim))
-        return True
+        return tensor
+
+    def _name_spliced(self, target: ast.expr, value: ast.expr) -> None:
+        """``b, h, n, _, j = *q.shape, k.shape[-2]``: the names ``q``'s sizes get, as
+        ``b, h, n, _ = q.shape`` would give them."""
+        if not isinstance(target, ast.Tuple | ast.List) or not isinstance(value, ast.Tuple):
+            return
+        spliced = [element for element in value.elts if isinstance(element, ast.Starred)]
+        if len(spliced) != 1:
+            return
+        receiver = _shape_receiver(spliced[0].value)
+        start, rank = value.elts.index(spliced[0]), len(target.elts) - (len(value.elts) - 1)
+        key = dotted_name(receiver) if receiver is not None else None
+        tensor = self.env.get(key) if key is not None else None
+        if receiver is None or key is None or not isinstance(tensor, TensorFact):
+            return
+        if tensor.rank == rank and not any(isinstance(n, ast.Starred) for n in target.elts):
+            self._named_sizes(receiver, key, tensor, target.elts[start : start + rank])
 
     def _unpack_leading(self, target: ast.expr, value: ast.Subscript) -> bool:
         """``B, L = x.shape[:2]`` while ``x``'s rank is unknown: ``B`` and ``L`` name its
@@ -1099,8 +1126,16 @@ class Interpreter:
         """A use of the tensor ``node`` that shows something of its rank (see
         :mod:`~shapecheck.analysis.usage`): noted where ``node`` names a parameter that still
         holds what was passed in, and learned from here on where it fixes the rank or guesses
-        it (unless the op learns it itself: ``learn``). What ``node`` holds now."""
-        if not isinstance(node, ast.Name) or not isinstance(fact, TensorFact):
+        it (unless the op learns it itself: ``learn``). What ``node`` holds now. A use that
+        fixes the rank of a tensor with the rank of a parameter (``rank_of``: ``self.norm(x)``)
+        fixes the parameter's."""
+        if not isinstance(fact, TensorFact):
+            return fact
+        kin = fact.rank_of
+        certain = evidence.exact and evidence.guess is None
+        if kin is not None and fact.shape is None and certain and not self.holds_passed(kin, fact):
+            self.uses.note(kin, fixed(evidence.rank))
+        if not isinstance(node, ast.Name):
             return fact
         key = node.id
         if self.holds_passed(key, fact):
@@ -1321,6 +1356,9 @@ class Interpreter:
             return None
         if layer.kind == "torch.nn.Sequential":
             return self._sequential_call(layer, node, func, args, kwargs)
+        learned = self._rank_through((layer,), args)
+        if learned is not None:
+            args = [(learned, args[0][1]), *args[1:]]
         transfer = MODULE_CALLS.get(layer.kind)
         tensor = as_tensor(args[0][0]) if args else None
         if transfer is None or tensor is None:
@@ -1355,18 +1393,20 @@ class Interpreter:
         return _uncertain(result) if sequential.uncertain else result
 
     def _rank_through(self, stages: tuple[Fact, ...], args: list[Argument]) -> TensorFact | None:
-        """A tensor handed to layers that keep its rank (a ``Linear``, a norm) before an einops
-        layer's pattern has that pattern's rank: learned for the name it is bound to (and
-        returned; ``None`` where nothing was learned)."""
-        key = dotted_name(args[0][1]) if args else None
-        if key is None:
+        """A tensor handed to layers that keep its rank (a ``Linear``, a norm; or none) before
+        an einops layer's pattern has that pattern's rank: a use of it, learned for the name
+        it is bound to (and returned; ``None`` where nothing was learned)."""
+        if not args:
             return None
+        fact, node = args[0]
         for stage in stages:
             if not isinstance(stage, ModuleFact):
                 return None
             rank = input_rank(stage.pattern) if stage.pattern is not None else None
             if rank is not None:
-                return self.learn_rank(key, rank, None)
+                self._shows(node, fact, fixed(rank), learn=False)
+                key = dotted_name(node)
+                return self.learn_rank(key, rank, None) if key is not None else None
             if stage.kind not in _KEEPS_RANK:
                 return None
         return None
@@ -1709,6 +1749,7 @@ def _tensor_parameter(name: str) -> TensorFact:
         layout=Layout.contiguous(None),
         scaling=PARAMETER_SCALING,
         unknown_rank=Unknown("parameter", name),
+        rank_of=name,
     )
 
 

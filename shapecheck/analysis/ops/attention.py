@@ -50,6 +50,8 @@ def fused_attention(call: OpCall) -> Fact:
     shape = None
     if queries and values and len(queries) == len(values):
         shape = (*queries[:-1], values[-1])
+    elif queries and value is not None and value.shape is None:
+        shape = (*queries[:-1], Dim.symbol("?"))  # the values' features, on the queries' axes
     return new_tensor(shape, call.node, query, key, value, layout=None)
 
 
@@ -168,6 +170,7 @@ def _softmax(
         masked_with=scores.masked_with,
         prefixed=scores.prefixed,
         known_last=scores.known_last,
+        rank_of=scores.rank_of,
     )
 
 

@@ -412,6 +412,9 @@ def squeeze(call: OpCall) -> Fact:
 def expand(call: OpCall) -> Fact:
     receiver = call.receiver
     sizes = call.sizes(0)
+    if sizes is not None and receiver.shape is None:  # as many axes as sizes (-1: its own)
+        given = tuple(size if size is not None else Dim.symbol("?") for size in sizes)
+        return flow(receiver, Family.VIEW, shape=given, layout=None, origin=call.node)
     if sizes is None or receiver.shape is None or len(sizes) < len(receiver.shape):
         return unknown_shape(call)
     leading = len(sizes) - len(receiver.shape)
@@ -443,8 +446,8 @@ def _pieces(call: OpCall, count: int | None, axis: int | None, piece_size: Dim |
     receiver = call.receiver
     if count is None:
         return UNKNOWN
-    if receiver.shape is None or axis is None:
-        return _alike(unknown_shape(call), count)
+    if receiver.shape is None or axis is None:  # each piece has the receiver's rank
+        return _alike(replace(unknown_shape(call), rank_of=receiver.rank_of), count)
     position = receiver.normalise_axis(axis)
     if position is None:
         return UNKNOWN
