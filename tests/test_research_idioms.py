@@ -260,3 +260,37 @@ def test_a_shape_spliced_after_a_use_showed_its_rank_names_its_sizes() -> None:
         "    again = q * 2\n"
     )
     assert _bound(text, "attend", "again") == "[batch, heads, q_len, ?]"
+
+
+KERNELS = """\
+import torch
+from flash_attn import flash_attn_func
+from xformers.ops import memory_efficient_attention
+
+
+def attend(x, v):
+    b, n, h, d = x.shape
+    packed = x[None, ...]
+    flash = flash_attn_func(x, x, x)
+    xformers = memory_efficient_attention(x, x, v)
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "shape"),
+    [
+        ("packed", "[1, b, n, h, d]"),  # an ellipsis after another index
+        ("flash", "[b, n, h, d]"),
+        ("xformers", "[b, n, h, ?]"),  # the values' features are unknown
+    ],
+)
+def test_attention_kernels_of_other_libraries_keep_the_queries_axes(name: str, shape: str) -> None:
+    assert _bound(KERNELS, "attend", name) == shape
+
+
+def test_coverage_counts_functions_that_call_attention_kernels() -> None:
+    from shapecheck.coverage import coverage
+
+    report = coverage("k.py", analyse(ast.parse(KERNELS), KERNELS))
+    assert report.attention_functions == 1
+    assert report.tensors - report.rank_known == 1  # only `v`, whose rank nothing shows

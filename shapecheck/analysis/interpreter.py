@@ -2153,8 +2153,8 @@ def _index_tensor(tensor: TensorFact, node: ast.Subscript) -> Fact:
     if tensor.shape is None:
         return unknown
     pieces = _subscript_pieces(node)
-    if any(_is_ellipsis(piece) for piece in pieces[1:]) and not _is_ellipsis(pieces[0]):
-        return unknown
+    if sum(_is_ellipsis(piece) for piece in pieces) > 1:
+        return unknown  # Python raises
     consumed = sum(1 for piece in pieces if not (_is_ellipsis(piece) or _is_none(piece)))
     shape: list[Dim] = []
     order: list[int] = []

@@ -55,6 +55,34 @@ def fused_attention(call: OpCall) -> Fact:
     return new_tensor(shape, call.node, query, key, value, layout=None)
 
 
+ATTENTION_KERNELS = {
+    "flash_attn.flash_attn_func": "v",
+    "flash_attn.flash_attn_interface.flash_attn_func": "v",
+    "flash_attn.flash_attn_varlen_func": "v",
+    "flash_attn.flash_attn_interface.flash_attn_varlen_func": "v",
+    "flash_attn.flash_attn_with_kvcache": "v_cache",
+    "flash_attn.flash_attn_interface.flash_attn_with_kvcache": "v_cache",
+    "xformers.ops.memory_efficient_attention": "value",
+    "xformers.ops.fmha.memory_efficient_attention": "value",
+}
+"""Fused attention of other libraries (flash-attn, xformers), which take q, k, v with the
+heads before the features (``[B, L, H, D]``, or ``[total, H, D]`` packed), and the keyword of
+their values."""
+
+
+@tensor_op(functions=ATTENTION_KERNELS)
+def attention_kernel(call: OpCall) -> Fact:
+    """The queries' shape with the values' features (``[B, L, H, Dv]``); its memory layout,
+    like SDPA's, is the kernel's. The masks these take are their own objects, not checked."""
+    query = call.receiver
+    value = call.tensor_arg(1, ATTENTION_KERNELS[call.name])
+    queries, values = _attention_shape(query), _attention_shape(value)
+    shape = None
+    if queries is not None:
+        shape = (*queries[:-1], values[-1] if values is not None else Dim.symbol("?"))
+    return new_tensor(shape, call.node, query, value, layout=None)
+
+
 def _attention_shape(tensor: TensorFact | None) -> tuple[Dim, ...] | None:
     """The shape of a query, key or value, where it has the two axes attention needs."""
     if tensor is None or tensor.shape is None or len(tensor.shape) < 2:
