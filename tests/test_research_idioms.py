@@ -294,3 +294,32 @@ def test_coverage_counts_functions_that_call_attention_kernels() -> None:
     report = coverage("k.py", analyse(ast.parse(KERNELS), KERNELS))
     assert report.attention_functions == 1
     assert report.tensors - report.rank_known == 1  # only `v`, whose rank nothing shows
+
+
+THROUGH_HELPER = """\
+import torch
+import torch.nn as nn
+from einops import rearrange
+
+
+class Block(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+
+    def helper(self, q, x):
+        z = q * 2
+        y = rearrange(z, "b n d -> b d n")
+        return x
+
+    def forward(self, x, mask):
+        h = self.norm(x)
+        return self.helper(h, mask)
+"""
+
+
+def test_a_helper_shows_the_rank_of_what_was_made_from_a_parameter_and_no_other() -> None:
+    """``helper``'s ``q`` is 3-D (a pattern of ``q * 2``): so is ``h``, the norm of ``x``.
+    ``helper``'s own ``x`` is ``mask``, whose rank nothing shows."""
+    assert _entry(THROUGH_HELPER, "Block.forward", "x").rank == 3
+    assert _entry(THROUGH_HELPER, "Block.forward", "mask").rank is None

@@ -415,10 +415,11 @@ class TensorFact(Fact):
     too weak to mask, or an additive fill that float16 turns into ``-inf``."""
     unknown_rank: Unknown | None = field(default=None, compare=False)
     """While the rank is unknown: why (for ``--coverage``)."""
-    rank_of: str | None = field(default=None, compare=False)
-    """While the rank is unknown: the parameter (as passed in) that has the same rank, where
-    every op since kept it (a norm, a linear layer, ``chunk``, dropout, ``x * scale``), so
-    that a use that shows this tensor's rank shows the parameter's."""
+    rank_of: ast.arg | None = field(default=None, compare=False)
+    """While the rank is unknown: the parameter (of one function: what was passed in to it)
+    that has the same rank, where every op since kept it (a norm, a linear layer, ``chunk``,
+    dropout, ``x * scale``), so that a use that shows this tensor's rank shows the
+    parameter's."""
     uncertain: bool = False
     """Known on some paths only: joined with a value the analysis could not model (see
     :mod:`~shapecheck.analysis.lattice`). Findings may rest on it; a safe fix, or a finding

@@ -280,6 +280,9 @@ class Interpreter:
         self.passed: dict[str, list[TensorFact]] = {}
         """Parameters handed in with an unknown rank, by name: the fact each started from and
         the facts learned from it as the code showed more (see ``holds_passed``)."""
+        self.followed: set[ast.arg] = set()
+        """The parameters of the function interpreted whose rank is followed (``rank_of``):
+        not those of a function it calls, nor of one that called it."""
         self.uses = ParameterUses()
         self.statement: ast.stmt | None = None
         self.call_sites: list[tuple[FunctionNode, dict[str, Fact] | None]] = []
@@ -336,7 +339,7 @@ class Interpreter:
             if name in self.rebound_elsewhere and name in self.env:
                 self.env[name] = _uncertain(self.env[name])
             elif self.context.shapes and name in self.env:
-                self._passed_in(name, self.env[name], shown.get(name) if shown else None)
+                self._passed_in(param.node, self.env[name], shown.get(name) if shown else None)
             if self.record and name in self.env:
                 self.bindings.append((param.node, name, self.env[name]))
         if node.returns is not None:
@@ -660,13 +663,18 @@ class Interpreter:
             return bound.dim
         return Dim.symbol(name)
 
-    def _passed_in(self, name: str, fact: Fact, shown: RankByUse | None) -> None:
+    def _passed_in(self, param: ast.arg, fact: Fact, shown: RankByUse | None) -> None:
         """A tensor parameter of unknown rank: given the rank its uses showed where the
-        function is read again (``shown``), else followed for what its uses show."""
+        function is read again (``shown``), else followed for what its uses show (and what
+        is made from it keeping its rank: ``rank_of``)."""
         if not isinstance(fact, TensorFact) or fact.shape is not None:
             return
+        name = param.arg
         if shown is None:
-            self.passed[name] = [fact]
+            followed = replace(fact, rank_of=param)
+            self.env[name] = followed
+            self.passed[name] = [followed]
+            self.followed.add(param)
         else:
             self.env[name] = self._shaped(name, fact, shown)
 
@@ -1132,9 +1140,9 @@ class Interpreter:
         if not isinstance(fact, TensorFact):
             return fact
         kin = fact.rank_of
-        certain = evidence.exact and evidence.guess is None
-        if kin is not None and fact.shape is None and certain and not self.holds_passed(kin, fact):
-            self.uses.note(kin, fixed(evidence.rank))
+        certain = evidence.exact and evidence.guess is None and fact.shape is None
+        if kin in self.followed and certain and not self.holds_passed(kin.arg, fact):
+            self.uses.note(kin.arg, fixed(evidence.rank))
         if not isinstance(node, ast.Name):
             return fact
         key = node.id
@@ -1749,7 +1757,6 @@ def _tensor_parameter(name: str) -> TensorFact:
         layout=Layout.contiguous(None),
         scaling=PARAMETER_SCALING,
         unknown_rank=Unknown("parameter", name),
-        rank_of=name,
     )
 
 
