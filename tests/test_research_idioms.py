@@ -323,3 +323,19 @@ def test_a_helper_shows_the_rank_of_what_was_made_from_a_parameter_and_no_other(
     ``helper``'s own ``x`` is ``mask``, whose rank nothing shows."""
     assert _entry(THROUGH_HELPER, "Block.forward", "x").rank == 3
     assert _entry(THROUGH_HELPER, "Block.forward", "mask").rank is None
+
+
+def test_an_axis_length_named_by_an_unknown_is_a_size_of_its_own() -> None:
+    """x-transformers: ``Rearrange("b n (h d) -> b h n d", d=dim_head)`` with ``dim_head``
+    defaulted to a module constant: ``d`` is ``dim_head``, ``h`` what the features leave."""
+    text = MODEL.replace("dim_head=64", "dim_head=DIM_HEAD").replace(
+        'self.split = Rearrange("b n (h d) -> b h n d", h=heads)',
+        'self.split = Rearrange("b n (h d) -> b h n d", d=dim_head)',
+    )
+    body = "b, n, e = x.shape\nq = self.split(x)\n"
+    indented = textwrap.indent(body, " " * 8).lstrip()
+    source = "DIM_HEAD = 64\n" + text.format(body=indented, dim="-1")
+    functions = analyse(ast.parse(source), source).functions
+    [forward] = [f for f in functions if f.name == "Attention.forward"]
+    [q] = [fact for _, name, fact in forward.bindings if name == "q"]
+    assert isinstance(q, TensorFact) and format_shape(q.shape) == "[b, e//dim_head, n, dim_head]"

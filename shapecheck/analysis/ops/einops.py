@@ -15,7 +15,6 @@ from shapecheck.analysis.dims import Dim, product
 from shapecheck.analysis.facts import (
     UNKNOWN,
     Fact,
-    IntFact,
     ModuleFact,
     SizeFact,
     TensorFact,
@@ -117,8 +116,14 @@ def _written_pattern(call: OpCall) -> str | None:
 
 
 def _given_sizes(call: OpCall) -> dict[str, Dim]:
-    """The axis sizes a call names as keywords (``h=heads``), where they are sizes."""
-    return {name: fact.dim for name, (fact, _) in call.kwargs.items() if isinstance(fact, IntFact)}
+    """The axis sizes a call names as keywords (``h=heads``; an axis length, whatever the
+    analysis knows of the name: ``d=dim_head`` in ``__init__``)."""
+    sizes = {}
+    for name, argument in call.kwargs.items():
+        size = call.context.size(*argument)
+        if size is not None:
+            sizes[name] = size
+    return sizes
 
 
 @function_op("einops.einsum")
