@@ -130,6 +130,9 @@ def test_sums_of_sizes_are_sizes_like_any_other() -> None:
     assert length + length == Dim.constant(2) * length
     assert Dim.constant(3) + Dim.constant(5) == Dim.constant(8)
     assert (past + length).is_named and (past + Dim.symbol("?")).has_unknown
+    heads = Dim.symbol("H")
+    width = Dim.symbol("E").floordiv(heads) * heads  # E, taking E // H to be exact
+    assert (width + length).assumes == width.assumes != frozenset()  # still checked (SC502)
 
 
 ATTENTION = (

@@ -133,14 +133,15 @@ class Dim:
         """The sum: like terms added up (``n + n`` is ``2*n``), otherwise a size of its own,
         named ``(a+b)``, the same for every sum of the same two sizes; unknown (``?``) if
         either is."""
+        assumed = self.assumes | other.assumes
         if self.factors == other.factors:
-            return Dim(self.coefficient + other.coefficient, self.factors)
+            return Dim(self.coefficient + other.coefficient, self.factors, assumed)
         if self.has_unknown or other.has_unknown:
             return Dim.symbol("?")
         terms = tuple(sorted((self, other), key=_term_key))
         if terms not in _SUMS:
             _SUMS[terms] = Symbol.fresh(f"({'+'.join(_parenthesised(t) for t in terms)})")
-        return Dim.of(_SUMS[terms])
+        return Dim(1, (_SUMS[terms],), assumed)
 
     @property
     def is_named(self) -> bool:
