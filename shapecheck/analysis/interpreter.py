@@ -671,7 +671,7 @@ class Interpreter:
             return
         name = param.arg
         if shown is None:
-            followed = replace(fact, rank_of=param)
+            followed = fact if fact.rank_of is param else replace(fact, rank_of=param)
             self.env[name] = followed
             self.passed[name] = [followed]
             self.followed.add(param)
@@ -698,8 +698,8 @@ class Interpreter:
         if kind is not None or param.star:
             return UNKNOWN
         if annotation_node is not None:
-            return _annotated(annotation_node, param.name)
-        return _tensor_parameter(param.name)
+            return _annotated(annotation_node, param.node)
+        return _tensor_parameter(param.node)
 
     # --- expressions --------------------------------------------------------------------------
 
@@ -1751,12 +1751,14 @@ def _iterated(tensor: TensorFact, target: ast.Tuple | ast.List) -> list[Fact] | 
     return [unbound(tensor, 0, element) for element in target.elts]
 
 
-def _tensor_parameter(name: str) -> TensorFact:
-    """A tensor handed in: nothing known about it, nothing applied to it yet."""
+def _tensor_parameter(param: ast.arg) -> TensorFact:
+    """A tensor handed in: nothing known about it (its rank followed, ``rank_of``), nothing
+    applied to it yet."""
     return TensorFact(
         layout=Layout.contiguous(None),
         scaling=PARAMETER_SCALING,
-        unknown_rank=Unknown("parameter", name),
+        unknown_rank=Unknown("parameter", param.arg),
+        rank_of=param,
     )
 
 
@@ -1793,28 +1795,28 @@ def _declared_tensor(shape: tuple[Dim, ...] | PrefixedShape | None) -> TensorFac
     return TensorFact(shape, Layout.contiguous(rank), scaling=PARAMETER_SCALING)
 
 
-def _annotated(annotation: ast.expr, name: str) -> Fact:
+def _annotated(annotation: ast.expr, param: ast.arg) -> Fact:
     """A parameter by its annotation: ``torch.Tensor`` (optional or not) is a tensor,
     ``tuple[torch.Tensor, torch.Tensor]`` a pair of them, anything else (``Cache``,
     ``list[...]``, ``Callable``) not a tensor."""
     match annotation:
         case ast.BinOp(op=ast.BitOr(), left=left, right=right):
             if _is_none(right):
-                return _annotated(left, name)
-            return _annotated(right, name) if _is_none(left) else UNKNOWN
+                return _annotated(left, param)
+            return _annotated(right, param) if _is_none(left) else UNKNOWN
         case ast.Subscript(value=generic, slice=inner):
             kind = (dotted_name(generic) or "").rsplit(".", 1)[-1]
             if kind == "Optional":
-                return _annotated(inner, name)
+                return _annotated(inner, param)
             items = inner.elts if isinstance(inner, ast.Tuple) else [inner]
             fixed = not any(_is_ellipsis(item) for item in items)
             if kind in ("tuple", "Tuple") and fixed:
-                return TupleFact(tuple(_annotated(item, name) for item in items))
+                return TupleFact(tuple(_annotated(item, param) for item in items))
             return UNKNOWN
         case ast.Constant(value=str(text)):
-            return _tensor_parameter(name) if "Tensor" in text else UNKNOWN
+            return _tensor_parameter(param) if "Tensor" in text else UNKNOWN
     written = dotted_name(annotation) or ""
-    return _tensor_parameter(name) if written.endswith("Tensor") else UNKNOWN
+    return _tensor_parameter(param) if written.endswith("Tensor") else UNKNOWN
 
 
 _LOOKUPS = ("get", "get_interface")
