@@ -49,7 +49,7 @@ from shapecheck.analysis.facts import (
     scale_of,
 )
 from shapecheck.analysis.imports import canonical, dotted_name
-from shapecheck.analysis.lattice import Family, flow, join
+from shapecheck.analysis.lattice import Family, flow, join, replaced
 from shapecheck.analysis.layout import FREE, Layout
 from shapecheck.analysis.observations import (
     AnnotationMismatch,
@@ -671,7 +671,7 @@ class Interpreter:
             return
         name = param.arg
         if shown is None:
-            followed = fact if fact.rank_of is param else replace(fact, rank_of=param)
+            followed = fact if fact.rank_of is param else replaced(fact, rank_of=param)
             self.env[name] = followed
             self.passed[name] = [followed]
             self.followed.add(param)

@@ -151,8 +151,12 @@ def flow(fact: TensorFact, family: Family, **computed: Any) -> TensorFact:
     changes = {**_RESETS[family], **computed}
     if changes.get("shape", fact.shape) is None and fact.shape is not None:
         changes.setdefault("unknown_rank", Unknown("op", _op_name(changes.get("origin"))))
-    # dataclasses.replace, without re-running __init__ on every field (the hot path of the
-    # analysis): a frozen record copied and changed before anyone sees it
+    return replaced(fact, **changes)
+
+
+def replaced(fact: TensorFact, **changes: Any) -> TensorFact:
+    """``dataclasses.replace``, without re-running ``__init__`` on every field (the hot path
+    of the analysis): a frozen record copied and changed before anyone sees it."""
     derived = object.__new__(TensorFact)
     derived.__dict__.update(fact.__dict__, **changes)
     return derived
