@@ -2,7 +2,8 @@
 
 Like mypy's imprecision report, per file and in total: the softmax calls it recognised as
 attention (a softmax over q·kᵀ scores), and, in the functions that compute attention (a
-softmax, ``scaled_dot_product_attention`` or ``nn.MultiheadAttention`` call), the share of
+softmax, ``scaled_dot_product_attention``, flash-attn, xformers or ``nn.MultiheadAttention``
+call), the share of
 tensor-valued expressions whose rank, whole shape and memory layout it knows, with the most
 frequent reasons for what it did not know.
 """
@@ -28,6 +29,7 @@ from shapecheck.analysis.facts import (
 from shapecheck.analysis.imports import call_name
 from shapecheck.analysis.interpreter import FunctionFacts
 from shapecheck.analysis.observations import AttentionScores
+from shapecheck.analysis.ops.attention import ATTENTION_KERNELS
 from shapecheck.diagnostics import Diagnostic
 from shapecheck.report import count
 from shapecheck.source import parse_source
@@ -36,6 +38,7 @@ _ATTENTION_CALLS = {
     "torch.softmax",
     "torch.nn.functional.softmax",
     "torch.nn.functional.scaled_dot_product_attention",
+    *ATTENTION_KERNELS,
 }
 _ATTENTION_MODULES = {"torch.nn.Softmax", "torch.nn.MultiheadAttention"}
 _SOFTMAX = {"torch.softmax", "torch.nn.functional.softmax", "torch.nn.Softmax"}

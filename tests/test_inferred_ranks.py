@@ -104,11 +104,11 @@ def test_an_unpacking_names_the_sizes_a_use_left_unnamed() -> None:
 
 
 def test_an_unpacking_leaves_sizes_unknown_for_other_reasons_unknown() -> None:
-    """A concatenated axis is unknown because the analysis cannot add: naming it would make
-    it a size of its own that rules take for different from every other."""
+    """A sliced axis is unknown because the analysis does not clamp slices: naming it would
+    make it a size of its own that rules take for different from every other."""
     source = """\
         def f(x):
-            y = torch.cat([torch.zeros(4, 5), torch.zeros(4, 5)], dim=1)
+            y = torch.zeros(4, 10)[:, 2:]
             B, N = y.shape
             z = y
             return z

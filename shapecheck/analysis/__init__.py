@@ -684,8 +684,18 @@ def _substitute_sizes(attributes: dict[str, Fact], mapping: dict[Symbol, Dim]) -
             base = substitute(fact.scale.base, mapping)
             attributes[attribute] = replace(fact, scale=replace(fact.scale, base=base))
         elif isinstance(fact, ModuleFact):
-            attributes[attribute] = replace(
-                fact,
-                out_features=substitute(fact.out_features, mapping) if fact.out_features else None,
-                in_features=substitute(fact.in_features, mapping) if fact.in_features else None,
-            )
+            attributes[attribute] = _substituted_module(fact, mapping)
+
+
+def _substituted_module(module: ModuleFact, mapping: dict[Symbol, Dim]) -> ModuleFact:
+    """``module`` with its sizes (its layers' too, in an ``nn.Sequential``) renamed."""
+    return replace(
+        module,
+        out_features=substitute(module.out_features, mapping) if module.out_features else None,
+        in_features=substitute(module.in_features, mapping) if module.in_features else None,
+        axis_sizes=tuple((name, substitute(dim, mapping)) for name, dim in module.axis_sizes),
+        stages=tuple(
+            _substituted_module(stage, mapping) if isinstance(stage, ModuleFact) else stage
+            for stage in module.stages
+        ),
+    )

@@ -4,9 +4,9 @@ A :class:`Dim` is an integer coefficient times a sorted product of atoms, so ``H
 ``D * H`` compare equal and ``(H * D) // H`` simplifies to ``D``. A division that sizes a
 tensor is taken to be exact, so ``(E // H) * H`` is ``E`` (a view would fail otherwise;
 SC502 checks the assumption where the code makes it). Atoms are :class:`Symbol`
-(a named size: ``B``, ``self.head_dim``, or an unknown ``?``) or :class:`Quotient` (a floor
-division that does not simplify). Two symbols are the same size only if they are the same
-object: equal names from different places stay apart.
+(a named size: ``B``, ``self.head_dim``, a sum ``past+n``, or an unknown ``?``) or
+:class:`Quotient` (a floor division that does not simplify). Two symbols are the same size
+only if they are the same object: equal names from different places stay apart.
 """
 
 from __future__ import annotations
@@ -129,6 +129,20 @@ class Dim:
                         break
         return Dim(coefficient, tuple(sorted(factors, key=_atom_key)), frozenset(assumes))
 
+    def __add__(self, other: Dim) -> Dim:
+        """The sum: like terms added up (``n + n`` is ``2*n``), otherwise a size of its own,
+        named ``(a+b)``, the same for every sum of the same two sizes; unknown (``?``) if
+        either is."""
+        assumed = self.assumes | other.assumes
+        if self.factors == other.factors:
+            return Dim(self.coefficient + other.coefficient, self.factors, assumed)
+        if self.has_unknown or other.has_unknown:
+            return Dim.symbol("?")
+        terms = tuple(sorted((self, other), key=_term_key))
+        if terms not in _SUMS:
+            _SUMS[terms] = Symbol.fresh(f"({'+'.join(_parenthesised(t) for t in terms)})")
+        return Dim(1, (_SUMS[terms],), assumed)
+
     @property
     def is_named(self) -> bool:
         """A size the code names: no unknown (``?``) part, and not a bare literal."""
@@ -177,6 +191,14 @@ class Dim:
         if self.coefficient != 1 or not parts:
             parts.insert(0, written(self.coefficient))
         return "*".join(parts)
+
+
+_SUMS: dict[tuple[Dim, ...], Symbol] = {}
+"""Each sum of two sizes made so far -> the size it is (so that equal sums compare equal)."""
+
+
+def _term_key(term: Dim) -> tuple[list[tuple[int, str, int]], int]:
+    return ([_atom_key(atom) for atom in term.factors], term.coefficient)
 
 
 def written(number: int) -> str:

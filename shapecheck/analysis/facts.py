@@ -297,6 +297,12 @@ class ModuleFact(Fact):
     """A convolution's spatial axes (``in_features``/``out_features`` are its channels): what
     each size is divided by (1: kept, as with ``kernel_size=1`` or ``padding="same"``; ``p``:
     a patch embedding's ``kernel_size=stride=p``), ``None`` where it is no such quotient."""
+    pattern: str | None = None
+    """An einops layer's pattern: ``Rearrange("b n (h d) -> b h n d", h=heads)``."""
+    axis_sizes: tuple[tuple[str, Dim], ...] = ()
+    """The axis sizes an einops layer is given (``h=heads``)."""
+    stages: tuple[Fact, ...] = ()
+    """``nn.Sequential``'s layers, in the order it applies them."""
 
 
 ACTIVATIONS = frozenset(
@@ -417,6 +423,11 @@ class TensorFact(Fact):
     too weak to mask, or an additive fill that float16 turns into ``-inf``."""
     unknown_rank: Unknown | None = field(default=None, compare=False)
     """While the rank is unknown: why (for ``--coverage``)."""
+    rank_of: ast.arg | None = field(default=None, compare=False)
+    """While the rank is unknown: the parameter (of one function: what was passed in to it)
+    that has the same rank, where every op since kept it (a norm, a linear layer, ``chunk``,
+    dropout, ``x * scale``), so that a use that shows this tensor's rank shows the
+    parameter's."""
     uncertain: bool = False
     """Known on some paths only: joined with a value the analysis could not model (see
     :mod:`~shapecheck.analysis.lattice`). Findings may rest on it; a safe fix, or a finding

@@ -25,6 +25,8 @@ from shapecheck.analysis.dims import Dim
 from shapecheck.analysis.facts import (
     NONE,
     OPPOSITE_POLARITY,
+    SAME_SHAPE,
+    SHAPE_PRESERVING,
     UNKNOWN,
     ClassRef,
     DtypeOf,
@@ -49,7 +51,7 @@ from shapecheck.analysis.facts import (
     scale_of,
 )
 from shapecheck.analysis.imports import canonical, dotted_name
-from shapecheck.analysis.lattice import Family, flow, join
+from shapecheck.analysis.lattice import Family, flow, join, replaced
 from shapecheck.analysis.layout import FREE, Layout
 from shapecheck.analysis.observations import (
     AnnotationMismatch,
@@ -73,8 +75,10 @@ from shapecheck.analysis.ops import (
 from shapecheck.analysis.ops.arithmetic import arithmetic
 from shapecheck.analysis.ops.axes import last_two_swapped, reversed_axes
 from shapecheck.analysis.ops.constructors import moved_with_module
+from shapecheck.analysis.ops.einops import input_rank
 from shapecheck.analysis.ops.masks import negated
 from shapecheck.analysis.ops.products import matrix_product
+from shapecheck.analysis.ops.views import unbound
 from shapecheck.analysis.usage import (
     RANK_QUERIES,
     SHOWING_FUNCTIONS,
@@ -83,6 +87,7 @@ from shapecheck.analysis.usage import (
     ParameterUses,
     RankByUse,
     decide,
+    fixed,
     function_uses,
     index_uses,
     method_uses,
@@ -117,6 +122,8 @@ _MODULE_RETURNS_ITSELF = {
     "requires_grad_",
 }
 _SCALAR_FUNCTIONS = ("math.", "numpy.sqrt", "numpy.power", "numpy.log")
+_KEEPS_RANK = frozenset({"torch.nn.Linear", "torch.nn.Softmax", SAME_SHAPE, *SHAPE_PRESERVING})
+"""Layers whose output has their input's rank (``nn.Sequential`` learns a rank through them)."""
 
 
 @dataclass
@@ -275,6 +282,9 @@ class Interpreter:
         self.passed: dict[str, list[TensorFact]] = {}
         """Parameters handed in with an unknown rank, by name: the fact each started from and
         the facts learned from it as the code showed more (see ``holds_passed``)."""
+        self.followed: set[ast.arg] = set()
+        """The parameters of the function interpreted whose rank is followed (``rank_of``):
+        not those of a function it calls, nor of one that called it."""
         self.uses = ParameterUses()
         self.statement: ast.stmt | None = None
         self.call_sites: list[tuple[FunctionNode, dict[str, Fact] | None]] = []
@@ -331,7 +341,7 @@ class Interpreter:
             if name in self.rebound_elsewhere and name in self.env:
                 self.env[name] = _uncertain(self.env[name])
             elif self.context.shapes and name in self.env:
-                self._passed_in(name, self.env[name], shown.get(name) if shown else None)
+                self._passed_in(param.node, self.env[name], shown.get(name) if shown else None)
             if self.record and name in self.env:
                 self.bindings.append((param.node, name, self.env[name]))
         if node.returns is not None:
@@ -413,6 +423,7 @@ class Interpreter:
                 shown = unpacking_uses(target, value)
                 if shown is not None and isinstance(shown[0], ast.Name):
                     self._shows(shown[0], self.env.get(shown[0].id), shown[1])
+                self._name_spliced(target, value)
         fact = self.eval(value)
         source = dotted_name(value)
         for target in targets:
@@ -523,6 +534,8 @@ class Interpreter:
                 items = [IntFact(dim) for dim in fact.dims]
             elif isinstance(fact, RepeatedFact) and not starred:
                 items = [fact.item] * len(elements)
+            elif isinstance(fact, TensorFact) and not starred:
+                items = _iterated(fact, target)
             if items is None or len(items) != len(elements):
                 # an unknown unpacked stays unknown for the same reason
                 items = [fact if isinstance(fact, Unknown) else UNKNOWN] * len(elements)
@@ -574,6 +587,18 @@ class Interpreter:
         shown = unpacking_uses(target, value)
         if shown is not None and self.holds_passed(key, tensor):
             self.uses.note(key, shown[1])
+        shape = self._named_sizes(receiver, key, tensor, elements).shape
+        if shape is None or len(shape) != len(elements):
+            return False
+        for element, dim in zip(elements, shape, strict=True):
+            self._bind(element, IntFact(dim))
+        return True
+
+    def _named_sizes(
+        self, receiver: ast.expr, key: str, tensor: TensorFact, elements: list[ast.expr]
+    ) -> TensorFact:
+        """``key``, bound to ``tensor``, with the sizes the names ``elements`` unpack from its
+        shape: its rank learned if unknown, sizes no use named yet named."""
         if tensor.shape is None:
             shape = tuple(self._size_named(element) for element in elements)
             last = self.env.get(dotted_name(elements[-1]) or "")
@@ -592,11 +617,24 @@ class Interpreter:
         if self.record and self.context.shapes and receiver in self.facts:
             self.facts[receiver] = tensor  # the tensor read there is the one now known
         assert tensor.shape is not None
-        if len(tensor.shape) != len(elements):
-            return False
-        for element, dim in zip(elements, tensor.shape, strict=True):
-            self._bind(element, IntFact(dim))
-        return True
+        return tensor
+
+    def _name_spliced(self, target: ast.expr, value: ast.expr) -> None:
+        """``b, h, n, _, j = *q.shape, k.shape[-2]``: the names ``q``'s sizes get, as
+        ``b, h, n, _ = q.shape`` would give them."""
+        if not isinstance(target, ast.Tuple | ast.List) or not isinstance(value, ast.Tuple):
+            return
+        spliced = [element for element in value.elts if isinstance(element, ast.Starred)]
+        if len(spliced) != 1:
+            return
+        receiver = _shape_receiver(spliced[0].value)
+        start, rank = value.elts.index(spliced[0]), len(target.elts) - (len(value.elts) - 1)
+        key = dotted_name(receiver) if receiver is not None else None
+        tensor = self.env.get(key) if key is not None else None
+        if receiver is None or key is None or not isinstance(tensor, TensorFact):
+            return
+        if tensor.rank == rank and not any(isinstance(n, ast.Starred) for n in target.elts):
+            self._named_sizes(receiver, key, tensor, target.elts[start : start + rank])
 
     def _unpack_leading(self, target: ast.expr, value: ast.Subscript) -> bool:
         """``B, L = x.shape[:2]`` while ``x``'s rank is unknown: ``B`` and ``L`` name its
@@ -627,13 +665,18 @@ class Interpreter:
             return bound.dim
         return Dim.symbol(name)
 
-    def _passed_in(self, name: str, fact: Fact, shown: RankByUse | None) -> None:
+    def _passed_in(self, param: ast.arg, fact: Fact, shown: RankByUse | None) -> None:
         """A tensor parameter of unknown rank: given the rank its uses showed where the
-        function is read again (``shown``), else followed for what its uses show."""
+        function is read again (``shown``), else followed for what its uses show (and what
+        is made from it keeping its rank: ``rank_of``)."""
         if not isinstance(fact, TensorFact) or fact.shape is not None:
             return
+        name = param.arg
         if shown is None:
-            self.passed[name] = [fact]
+            followed = fact if fact.rank_of is param else replaced(fact, rank_of=param)
+            self.env[name] = followed
+            self.passed[name] = [followed]
+            self.followed.add(param)
         else:
             self.env[name] = self._shaped(name, fact, shown)
 
@@ -657,8 +700,8 @@ class Interpreter:
         if kind is not None or param.star:
             return UNKNOWN
         if annotation_node is not None:
-            return _annotated(annotation_node, param.name)
-        return _tensor_parameter(param.name)
+            return _annotated(annotation_node, param.node)
+        return _tensor_parameter(param.node)
 
     # --- expressions --------------------------------------------------------------------------
 
@@ -1103,8 +1146,16 @@ class Interpreter:
         """A use of the tensor ``node`` that shows something of its rank (see
         :mod:`~shapecheck.analysis.usage`): noted where ``node`` names a parameter that still
         holds what was passed in, and learned from here on where it fixes the rank or guesses
-        it (unless the op learns it itself: ``learn``). What ``node`` holds now."""
-        if not isinstance(node, ast.Name) or not isinstance(fact, TensorFact):
+        it (unless the op learns it itself: ``learn``). What ``node`` holds now. A use that
+        fixes the rank of a tensor with the rank of a parameter (``rank_of``: ``self.norm(x)``)
+        fixes the parameter's."""
+        if not isinstance(fact, TensorFact):
+            return fact
+        kin = fact.rank_of
+        certain = evidence.exact and evidence.guess is None and fact.shape is None
+        if kin in self.followed and certain and not self.holds_passed(kin.arg, fact):
+            self.uses.note(kin.arg, fixed(evidence.rank))
+        if not isinstance(node, ast.Name):
             return fact
         key = node.id
         if self.holds_passed(key, fact):
@@ -1301,16 +1352,6 @@ class Interpreter:
             callee = project.called(self, callee, args, kwargs) or callee  # another file's
         if isinstance(callee, QualifiedName):
             return self._qualified(callee.name, node, args, kwargs)
-        if isinstance(callee, ModuleFact):
-            transfer = MODULE_CALLS.get(callee.kind)
-            tensor = as_tensor(args[0][0]) if args else None
-            if transfer is None or tensor is None:
-                return UNKNOWN
-            op = OpCall(callee.kind, node, func, tensor, args[0][1], self, args[1:], kwargs, callee)
-            result = transfer(op)
-            linear = callee.kind == "torch.nn.Linear"
-            self._learn_width(args[0][1], tensor, callee.in_features if linear else None)
-            return _uncertain(result) if callee.uncertain else result
         if isinstance(callee, FunctionRef):
             return self._inline(callee, node, args, kwargs)
         if isinstance(callee, ClassRef):
@@ -1319,15 +1360,84 @@ class Interpreter:
             if project is not None:  # an instance of the sizes it was given
                 return project.instance(self, callee, node, args, kwargs)
             return InstanceFact(callee.name)
-        if isinstance(callee, InstanceFact):
+        return self._layer_call(callee, node, func, args, kwargs) or _unmodelled_call(node)
+
+    def _layer_call(
+        self,
+        layer: Fact,
+        node: ast.Call,
+        func: ast.expr,
+        args: list[Argument],
+        kwargs: dict[str, Argument],
+    ) -> Fact | None:
+        """A layer called: a module the analysis knows (``nn.Sequential`` applies each of its
+        layers to what the one before returned) or an instance of a class of this module
+        (its ``forward`` runs); ``None`` for anything else."""
+        if isinstance(layer, InstanceFact):
             # (a layer an inherited method of another file stored is named in that file)
-            model = self.context.classes.get(callee.name)
+            model = self.context.classes.get(layer.name)
             forward = model.methods.get("forward") if model is not None else None
-            if forward is not None:
-                return self._inline(
-                    FunctionRef(forward, class_name=callee.name), node, args, kwargs
-                )
-        return _unmodelled_call(node)
+            if forward is None:
+                return None
+            return self._inline(FunctionRef(forward, class_name=layer.name), node, args, kwargs)
+        if not isinstance(layer, ModuleFact):
+            return None
+        if layer.kind == "torch.nn.Sequential":
+            return self._sequential_call(layer, node, func, args, kwargs)
+        learned = self._rank_through((layer,), args)
+        if learned is not None:
+            args = [(learned, args[0][1]), *args[1:]]
+        transfer = MODULE_CALLS.get(layer.kind)
+        tensor = as_tensor(args[0][0]) if args else None
+        if transfer is None or tensor is None:
+            return UNKNOWN
+        op = OpCall(layer.kind, node, func, tensor, args[0][1], self, args[1:], kwargs, layer)
+        result = transfer(op)
+        linear = layer.kind == "torch.nn.Linear"
+        self._learn_width(args[0][1], tensor, layer.in_features if linear else None)
+        return _uncertain(result) if layer.uncertain else result
+
+    def _sequential_call(
+        self,
+        sequential: ModuleFact,
+        node: ast.Call,
+        func: ast.expr,
+        args: list[Argument],
+        kwargs: dict[str, Argument],
+    ) -> Fact:
+        """``self.to_q(x)`` with ``to_q = nn.Sequential(nn.Linear(d, h * e), Rearrange(...))``:
+        the first layer gets the arguments, every later one what the one before returned
+        (written nowhere: it is the call's)."""
+        learned = self._rank_through(sequential.stages, args)
+        if learned is not None:
+            args = [(learned, args[0][1]), *args[1:]]
+        result: Fact | None = None
+        for index, stage in enumerate(sequential.stages):
+            given = (args, kwargs) if index == 0 else ([(result or UNKNOWN, node)], {})
+            result = self._layer_call(stage, node, func, *given)
+            if result is None:
+                return _unmodelled_call(node)
+        result = result if result is not None else (args[0][0] if args else UNKNOWN)
+        return _uncertain(result) if sequential.uncertain else result
+
+    def _rank_through(self, stages: tuple[Fact, ...], args: list[Argument]) -> TensorFact | None:
+        """A tensor handed to layers that keep its rank (a ``Linear``, a norm; or none) before
+        an einops layer's pattern has that pattern's rank: a use of it, learned for the name
+        it is bound to (and returned; ``None`` where nothing was learned)."""
+        if not args:
+            return None
+        fact, node = args[0]
+        for stage in stages:
+            if not isinstance(stage, ModuleFact):
+                return None
+            rank = input_rank(stage.pattern) if stage.pattern is not None else None
+            if rank is not None:
+                self._shows(node, fact, fixed(rank), learn=False)
+                key = dotted_name(node)
+                return self.learn_rank(key, rank, None) if key is not None else None
+            if stage.kind not in _KEEPS_RANK:
+                return None
+        return None
 
     def _construct(
         self,
@@ -1672,12 +1782,25 @@ class Interpreter:
 # --- helpers --------------------------------------------------------------------------------
 
 
-def _tensor_parameter(name: str) -> TensorFact:
-    """A tensor handed in: nothing known about it, nothing applied to it yet."""
+def _iterated(tensor: TensorFact, target: ast.Tuple | ast.List) -> list[Fact] | None:
+    """``q, k, v = qkv``: a tensor unpacks along its first axis, one slice per name (its
+    size, where known, is how many there are: Python raises otherwise)."""
+    if not tensor.shape:
+        return None
+    count = tensor.shape[0].value
+    if count is not None and count != len(target.elts):
+        return None
+    return [unbound(tensor, 0, element) for element in target.elts]
+
+
+def _tensor_parameter(param: ast.arg) -> TensorFact:
+    """A tensor handed in: nothing known about it (its rank followed, ``rank_of``), nothing
+    applied to it yet."""
     return TensorFact(
         layout=Layout.contiguous(None),
         scaling=PARAMETER_SCALING,
-        unknown_rank=Unknown("parameter", name),
+        unknown_rank=Unknown("parameter", param.arg),
+        rank_of=param,
     )
 
 
@@ -1714,28 +1837,28 @@ def _declared_tensor(shape: tuple[Dim, ...] | PrefixedShape | None) -> TensorFac
     return TensorFact(shape, Layout.contiguous(rank), scaling=PARAMETER_SCALING)
 
 
-def _annotated(annotation: ast.expr, name: str) -> Fact:
+def _annotated(annotation: ast.expr, param: ast.arg) -> Fact:
     """A parameter by its annotation: ``torch.Tensor`` (optional or not) is a tensor,
     ``tuple[torch.Tensor, torch.Tensor]`` a pair of them, anything else (``Cache``,
     ``list[...]``, ``Callable``) not a tensor."""
     match annotation:
         case ast.BinOp(op=ast.BitOr(), left=left, right=right):
             if _is_none(right):
-                return _annotated(left, name)
-            return _annotated(right, name) if _is_none(left) else UNKNOWN
+                return _annotated(left, param)
+            return _annotated(right, param) if _is_none(left) else UNKNOWN
         case ast.Subscript(value=generic, slice=inner):
             kind = (dotted_name(generic) or "").rsplit(".", 1)[-1]
             if kind == "Optional":
-                return _annotated(inner, name)
+                return _annotated(inner, param)
             items = inner.elts if isinstance(inner, ast.Tuple) else [inner]
             fixed = not any(_is_ellipsis(item) for item in items)
             if kind in ("tuple", "Tuple") and fixed:
-                return TupleFact(tuple(_annotated(item, name) for item in items))
+                return TupleFact(tuple(_annotated(item, param) for item in items))
             return UNKNOWN
         case ast.Constant(value=str(text)):
-            return _tensor_parameter(name) if "Tensor" in text else UNKNOWN
+            return _tensor_parameter(param) if "Tensor" in text else UNKNOWN
     written = dotted_name(annotation) or ""
-    return _tensor_parameter(name) if written.endswith("Tensor") else UNKNOWN
+    return _tensor_parameter(param) if written.endswith("Tensor") else UNKNOWN
 
 
 _LOOKUPS = ("get", "get_interface")
@@ -2089,8 +2212,8 @@ def _index_tensor(tensor: TensorFact, node: ast.Subscript) -> Fact:
     if tensor.shape is None:
         return unknown
     pieces = _subscript_pieces(node)
-    if any(_is_ellipsis(piece) for piece in pieces[1:]) and not _is_ellipsis(pieces[0]):
-        return unknown
+    if sum(_is_ellipsis(piece) for piece in pieces) > 1:
+        return unknown  # Python raises
     consumed = sum(1 for piece in pieces if not (_is_ellipsis(piece) or _is_none(piece)))
     shape: list[Dim] = []
     order: list[int] = []

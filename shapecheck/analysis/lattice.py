@@ -110,6 +110,7 @@ FLOWS: dict[str, dict[Family, Flow]] = {
     "from_number": _flows(K, K, K, K, K, K, K),
     "unread_fills": _flows(K, K, K, K, K, K, K),
     "unknown_rank": _flows(K, K, K, K, K, K, K),
+    "rank_of": _flows(K, F, K, K, F, K, K),
     "uncertain": _flows(K, K, K, K, K, K, K),
     "guess": _flows(K, K, K, K, K, K, K),
     "prefixed": _flows(F, F, K, K, K, K, K),
@@ -150,8 +151,12 @@ def flow(fact: TensorFact, family: Family, **computed: Any) -> TensorFact:
     changes = {**_RESETS[family], **computed}
     if changes.get("shape", fact.shape) is None and fact.shape is not None:
         changes.setdefault("unknown_rank", Unknown("op", _op_name(changes.get("origin"))))
-    # dataclasses.replace, without re-running __init__ on every field (the hot path of the
-    # analysis): a frozen record copied and changed before anyone sees it
+    return replaced(fact, **changes)
+
+
+def replaced(fact: TensorFact, **changes: Any) -> TensorFact:
+    """``dataclasses.replace``, without re-running ``__init__`` on every field (the hot path
+    of the analysis): a frozen record copied and changed before anyone sees it."""
     derived = object.__new__(TensorFact)
     derived.__dict__.update(fact.__dict__, **changes)
     return derived
@@ -218,6 +223,7 @@ MERGES: dict[str, tuple[Merge, str]] = {
     "from_number": (_agree, "the same constructor call"),
     "unread_fills": (_union, "a fill on either branch may reach the softmax"),
     "unknown_rank": (_either, "either branch's reason"),
+    "rank_of": (_agree, "the same parameter's rank on both branches"),
     "uncertain": (_either, "uncertain on either branch"),
     "guess": (_either, "a guess on either branch"),
     "prefixed": (_agree, "the same prefix and tail on both branches"),

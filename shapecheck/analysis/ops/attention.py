@@ -8,9 +8,11 @@ from shapecheck.analysis.dims import Dim
 from shapecheck.analysis.facts import (
     UNKNOWN,
     Fact,
+    ModuleFact,
     QualifiedName,
     TensorFact,
     TupleFact,
+    Unknown,
 )
 from shapecheck.analysis.observations import (
     AttentionScores,
@@ -20,6 +22,7 @@ from shapecheck.analysis.ops import (
     DTYPES,
     OpCall,
     as_tensor,
+    function_op,
     functional_names,
     module_op,
     new_tensor,
@@ -47,7 +50,37 @@ def fused_attention(call: OpCall) -> Fact:
     shape = None
     if queries and values and len(queries) == len(values):
         shape = (*queries[:-1], values[-1])
+    elif queries and value is not None and value.shape is None:
+        shape = (*queries[:-1], Dim.symbol("?"))  # the values' features, on the queries' axes
     return new_tensor(shape, call.node, query, key, value, layout=None)
+
+
+ATTENTION_KERNELS = {
+    "flash_attn.flash_attn_func": "v",
+    "flash_attn.flash_attn_interface.flash_attn_func": "v",
+    "flash_attn.flash_attn_varlen_func": "v",
+    "flash_attn.flash_attn_interface.flash_attn_varlen_func": "v",
+    "flash_attn.flash_attn_with_kvcache": "v_cache",
+    "flash_attn.flash_attn_interface.flash_attn_with_kvcache": "v_cache",
+    "xformers.ops.memory_efficient_attention": "value",
+    "xformers.ops.fmha.memory_efficient_attention": "value",
+}
+"""Fused attention of other libraries (flash-attn, xformers), which take q, k, v with the
+heads before the features (``[B, L, H, D]``, or ``[total, H, D]`` packed), and the keyword of
+their values."""
+
+
+@tensor_op(functions=ATTENTION_KERNELS)
+def attention_kernel(call: OpCall) -> Fact:
+    """The queries' shape with the values' features (``[B, L, H, Dv]``); its memory layout,
+    like SDPA's, is the kernel's. The masks these take are their own objects, not checked."""
+    query = call.receiver
+    value = call.tensor_arg(1, ATTENTION_KERNELS[call.name])
+    queries, values = _attention_shape(query), _attention_shape(value)
+    shape = None
+    if queries is not None:
+        shape = (*queries[:-1], values[-1] if values is not None else Dim.symbol("?"))
+    return new_tensor(shape, call.node, query, value, layout=None)
 
 
 def _attention_shape(tensor: TensorFact | None) -> tuple[Dim, ...] | None:
@@ -78,6 +111,33 @@ def softmax_module(call: OpCall) -> Fact:
     # nn.Softmax(dim=d) with d not a literal is not nn.Softmax() (which picks an axis itself)
     unknown = module is None or (module.dim_given and dim is None)
     return _softmax(call, call.receiver, dim, unknown, None, through_module=True)
+
+
+_SOFTMAX_FUNCTIONS = frozenset({*torch_names("softmax"), *functional_names("softmax")})
+
+
+@function_op("functools.partial")
+def partial_softmax(call: OpCall) -> Fact:
+    """``partial(F.softmax, dim=-1)``, kept as ``self.attn_fn`` and called on the scores: it
+    computes what ``nn.Softmax(dim=-1)`` does, so it is modelled as one (a ``partial`` of that
+    with a ``dtype`` too, which leaves the axis alone). Other functions stay unknown."""
+    function = call.get(0, "func")
+    keywords = {name: argument for name, argument in call.kwargs.items() if name != "func"}
+    softmax = (
+        function is not None
+        and len(call.args) <= 1
+        and set(keywords) <= {"dim", "dtype"}
+        and (
+            (isinstance(function[0], QualifiedName) and function[0].name in _SOFTMAX_FUNCTIONS)
+            or (isinstance(function[0], ModuleFact) and function[0].kind == "torch.nn.Softmax")
+        )
+    )
+    if not softmax or function is None:
+        return Unknown("call", call.name)
+    if "dim" not in keywords and isinstance(function[0], ModuleFact):
+        return function[0]
+    dim = call.int_arg(None, "dim")
+    return ModuleFact("torch.nn.Softmax", dim=dim, dim_given="dim" in keywords)
 
 
 def _softmax(
@@ -138,6 +198,7 @@ def _softmax(
         masked_with=scores.masked_with,
         prefixed=scores.prefixed,
         known_last=scores.known_last,
+        rank_of=scores.rank_of,
     )
 
 

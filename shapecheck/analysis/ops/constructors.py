@@ -11,6 +11,7 @@ from shapecheck.analysis.facts import (
     UNKNOWN,
     DtypeOf,
     Fact,
+    InstanceFact,
     IntFact,
     ModuleFact,
     Positions,
@@ -19,6 +20,7 @@ from shapecheck.analysis.facts import (
     ScalarFact,
     TensorFact,
     TupleFact,
+    Unknown,
     scale_of,
 )
 from shapecheck.analysis.layout import Layout
@@ -146,6 +148,16 @@ def module_list(call: OpCall) -> Fact:
     if modules is not None and isinstance(modules[0], TupleFact | RepeatedFact):
         return modules[0]
     return UNKNOWN
+
+
+@function_op("torch.nn.Sequential")
+def sequential(call: OpCall) -> Fact:
+    """``nn.Sequential(nn.Linear(d, e), Rearrange(...))``: its layers in order, where each is
+    one the analysis knows (a module, or an instance of a class of the module)."""
+    stages = tuple(fact for fact, _ in call.args)
+    if call.kwargs or not all(isinstance(s, ModuleFact | InstanceFact) for s in stages):
+        return Unknown("call", call.name)
+    return ModuleFact(call.name, stages=stages)
 
 
 @function_op("torch.nn.MultiheadAttention")

@@ -1,5 +1,6 @@
-"""einops: ``rearrange``, ``repeat``, ``reduce`` and ``einsum``, the way most research code
-splits and merges heads (``rearrange(t, "b n (h d) -> b h n d", h=heads)``).
+"""einops: ``rearrange``, ``repeat``, ``reduce``, ``einsum``, ``pack`` and ``unpack``, and the
+layers ``Rearrange`` and ``Reduce``, the way most research code splits and merges heads
+(``rearrange(t, "b n (h d) -> b h n d", h=heads)``).
 
 A pattern names every axis, so it also tells the rank of its input: a tensor of unknown rank
 given to ``"b n (h d) -> ..."`` has three axes (einops raises otherwise), and is known to from
@@ -11,13 +12,23 @@ from __future__ import annotations
 import re
 
 from shapecheck.analysis.dims import Dim, product
-from shapecheck.analysis.facts import Fact, IntFact, TensorFact
+from shapecheck.analysis.facts import (
+    UNKNOWN,
+    Fact,
+    ModuleFact,
+    SizeFact,
+    TensorFact,
+    TupleFact,
+    fresh_shape,
+)
 from shapecheck.analysis.imports import dotted_name
 from shapecheck.analysis.lattice import Family, flow
 from shapecheck.analysis.ops import (
     OpCall,
+    as_tensor,
     function_op,
     kept_contiguous,
+    module_op,
     new_tensor,
     string_literal,
     tensor_op,
@@ -55,17 +66,64 @@ def parse_side(text: str) -> list[Group] | None:
 
 @tensor_op(functions=["einops.rearrange"])
 def rearrange(call: OpCall) -> Fact:
-    return _pattern(call, Family.VIEW)
+    return _pattern(call, _written_pattern(call), _given_sizes(call), Family.VIEW)
 
 
 @tensor_op(functions=["einops.repeat"])
 def repeat(call: OpCall) -> Fact:
-    return _pattern(call, Family.VIEW)
+    return _pattern(call, _written_pattern(call), _given_sizes(call), Family.VIEW)
 
 
 @tensor_op(functions=["einops.reduce"])
 def reduce(call: OpCall) -> Fact:
-    return _pattern(call, None)
+    return _pattern(call, _written_pattern(call), _given_sizes(call), None)
+
+
+_LAYERS = {"einops.layers.torch.Rearrange": Family.VIEW, "einops.layers.torch.Reduce": None}
+"""einops' layers, built with their pattern in ``__init__`` and applied in ``forward``, and
+what each does to the values (``None``: a reduction, new values)."""
+
+
+@function_op(*_LAYERS)
+def einops_layer(call: OpCall) -> Fact:
+    """``Rearrange("b n (h d) -> b h n d", h=heads)``: the pattern and sizes, for its calls."""
+    pattern = _written_pattern(call)
+    if pattern is None:
+        return UNKNOWN
+    sizes = tuple(_given_sizes(call).items())
+    return ModuleFact(call.name, pattern=pattern, axis_sizes=sizes)
+
+
+@module_op(*_LAYERS)
+def einops_layer_call(call: OpCall) -> Fact:
+    """An einops layer applied to a tensor: its pattern, as the function would apply it."""
+    layer = call.module
+    if layer is None:
+        return unknown_shape(call)
+    return _pattern(call, layer.pattern, dict(layer.axis_sizes), _LAYERS[layer.kind])
+
+
+def input_rank(pattern: str) -> int | None:
+    """The rank a pattern's input must have (``None``: any, after ``...``; or malformed)."""
+    sides = pattern.split("->")
+    left = parse_side(sides[0]) if len(sides) == 2 else None
+    return None if left is None or ("...",) in left else len(left)
+
+
+def _written_pattern(call: OpCall) -> str | None:
+    given = call.get(0, "pattern")
+    return string_literal(given[1]) if given is not None else None
+
+
+def _given_sizes(call: OpCall) -> dict[str, Dim]:
+    """The axis sizes a call names as keywords (``h=heads``; an axis length, whatever the
+    analysis knows of the name: ``d=dim_head`` in ``__init__``)."""
+    sizes = {}
+    for name, argument in call.kwargs.items():
+        size = call.context.size(*argument)
+        if size is not None:
+            sizes[name] = size
+    return sizes
 
 
 @function_op("einops.einsum")
@@ -78,10 +136,9 @@ def einsum(call: OpCall) -> Fact:
     return contraction(call, parsed, call.args[0], call.args[1])
 
 
-def _pattern(call: OpCall, family: Family | None) -> Fact:
-    """The shape a pattern gives (``family`` ``None``: a reduction, new values)."""
-    given = call.get(0, "pattern")
-    text = string_literal(given[1]) if given is not None else None
+def _pattern(call: OpCall, text: str | None, given: dict[str, Dim], family: Family | None) -> Fact:
+    """The shape ``text``, a pattern, gives with the axis sizes ``given`` (``family``
+    ``None``: a reduction, new values)."""
     sides = text.split("->") if text is not None else []
     left, right = (parse_side(side) for side in sides) if len(sides) == 2 else (None, None)
     if left is None or right is None:
@@ -89,7 +146,7 @@ def _pattern(call: OpCall, family: Family | None) -> Fact:
     receiver = _with_rank(call, left)
     if receiver.shape is None or not _fits(left, receiver.shape):
         return unknown_shape(call)
-    sizes = _sizes(call, left, receiver.shape)
+    sizes = _sizes(given, left, receiver.shape)
     shape = tuple(dim for group in right for dim in _group_size(group, sizes))
     kept_order = _elementary(left) == [
         axis for axis in _elementary(right) if axis in _elementary(left)
@@ -124,13 +181,10 @@ def _fits(left: list[Group], shape: tuple[Dim, ...]) -> bool:
     return len(left) - 1 <= len(shape) if ellipses else len(left) == len(shape)
 
 
-def _sizes(call: OpCall, left: list[Group], shape: tuple[Dim, ...]) -> dict[str, Dim]:
+def _sizes(given: dict[str, Dim], left: list[Group], shape: tuple[Dim, ...]) -> dict[str, Dim]:
     """Every axis name's size: given as a keyword, read off a single axis, or what a
     composition leaves once its other members are known (einops checks the division)."""
-    sizes: dict[str, Dim] = {}
-    for name, (fact, _) in call.kwargs.items():
-        if isinstance(fact, IntFact):
-            sizes[name] = fact.dim
+    sizes = dict(given)
     position = 0
     compositions: list[tuple[Group, Dim]] = []
     for group in left:
@@ -176,3 +230,61 @@ def _group_size(group: Group, sizes: dict[str, Dim]) -> list[Dim]:
 def _elementary(side: list[Group]) -> list[str]:
     """The named axes in order (``...`` keeps its own order, a ``1`` holds no data)."""
     return [name for group in side for name in group if not name.isdigit() and name != "..."]
+
+
+@function_op("einops.pack")
+def pack(call: OpCall) -> Fact:
+    """``packed, ps = pack([x, y], "b * d")``: the tensors joined along the axis ``*`` stands
+    for (each one's axes there flattened into it), and the sizes each had there (``ps``)."""
+    listed, layout = call.get(0, "tensors"), _packing(call, 1)
+    if listed is None or layout is None or not isinstance(listed[0], TupleFact):
+        return UNKNOWN
+    before, after = layout
+    shapes = [tensor.shape if (tensor := as_tensor(item)) else None for item in listed[0].items]
+    if not shapes or any(s is None or len(s) < before + after for s in shapes):
+        return TupleFact(
+            (TensorFact(shape=fresh_shape(before + 1 + after), origin=call.node), UNKNOWN)
+        )
+    known = [shape for shape in shapes if shape is not None]
+    packed = [product(shape[before : len(shape) - after]) for shape in known]
+    joined = packed[0]
+    for size in packed[1:]:
+        joined = joined + size
+    first = known[0]
+    shape = (*first[:before], joined, *first[len(first) - after :])
+    inputs = [as_tensor(item) for item in listed[0].items]
+    star = tuple(SizeFact(shape[before : len(shape) - after]) for shape in known)
+    return TupleFact((new_tensor(shape, call.node, *inputs), TupleFact(star)))
+
+
+@function_op("einops.unpack")
+def unpack(call: OpCall) -> Fact:
+    """``x, y = unpack(packed, ps, "b * d")``: the axis ``*`` stands for split back into the
+    sizes each tensor had there, as ``pack`` gave them (``ps``)."""
+    given, sizes, layout = call.get(0, "tensor"), call.get(1, "packed_shapes"), _packing(call, 2)
+    packed = as_tensor(given[0]) if given is not None else None
+    if packed is None or sizes is None or layout is None or not isinstance(sizes[0], TupleFact):
+        return UNKNOWN
+    before, after = layout
+    shape = packed.shape
+    if shape is None or len(shape) != before + 1 + after:
+        return UNKNOWN
+    pieces: list[Fact] = []
+    for item in sizes[0].items:
+        if not isinstance(item, SizeFact):
+            return UNKNOWN
+        unpacked = (*shape[:before], *item.dims, *shape[before + 1 :])
+        pieces.append(flow(packed, Family.VIEW, shape=unpacked, layout=None, origin=call.node))
+    return TupleFact(tuple(pieces))
+
+
+def _packing(call: OpCall, position: int) -> tuple[int, int] | None:
+    """How many axes a pack pattern names before and after its ``*`` (``None``: no such
+    pattern, or one with a composition or ``...``)."""
+    given = call.get(position, "pattern")
+    text = string_literal(given[1]) if given is not None else None
+    names = text.split() if text is not None else []
+    if names.count("*") != 1 or any(not name.isidentifier() for name in names if name != "*"):
+        return None
+    star = names.index("*")
+    return star, len(names) - star - 1

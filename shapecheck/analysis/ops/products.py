@@ -301,14 +301,15 @@ def _projected(call: OpCall, out: Dim | None) -> TensorFact:
     ):
         scaling = scaled(receiver, call.node, None)  # learned weights: a scale of their own
         return new_tensor(shape, call.node, receiver, product=product, scaling=scaling)
-    return new_tensor(shape, call.node, receiver, known_last=out)
+    return new_tensor(shape, call.node, receiver, known_last=out, rank_of=receiver.rank_of)
 
 
 @module_op(*NORMS)
 @tensor_op(functions=functional_names("layer_norm", "rms_norm"))
 def normalised(call: OpCall) -> Fact:
     # a norm's learned gain acts as a temperature on q and k (QK-norm): scaling unknown
-    return new_tensor(call.receiver.shape, call.node, call.receiver, scaling=None)
+    receiver = call.receiver
+    return new_tensor(receiver.shape, call.node, receiver, scaling=None, rank_of=receiver.rank_of)
 
 
 @module_op("torch.nn.Embedding")

@@ -412,6 +412,9 @@ def squeeze(call: OpCall) -> Fact:
 def expand(call: OpCall) -> Fact:
     receiver = call.receiver
     sizes = call.sizes(0)
+    if sizes is not None and receiver.shape is None:  # as many axes as sizes (-1: its own)
+        given = tuple(size if size is not None else Dim.symbol("?") for size in sizes)
+        return flow(receiver, Family.VIEW, shape=given, layout=None, origin=call.node)
     if sizes is None or receiver.shape is None or len(sizes) < len(receiver.shape):
         return unknown_shape(call)
     leading = len(sizes) - len(receiver.shape)
@@ -443,8 +446,8 @@ def _pieces(call: OpCall, count: int | None, axis: int | None, piece_size: Dim |
     receiver = call.receiver
     if count is None:
         return UNKNOWN
-    if receiver.shape is None or axis is None:
-        return _alike(unknown_shape(call), count)
+    if receiver.shape is None or axis is None:  # each piece has the receiver's rank
+        return _alike(replace(unknown_shape(call), rank_of=receiver.rank_of), count)
     position = receiver.normalise_axis(axis)
     if position is None:
         return UNKNOWN
@@ -522,15 +525,21 @@ def unbind(call: OpCall) -> Fact:
     count = receiver.shape[position].value
     if count is None:
         return UNKNOWN
-    layout = receiver.layout.materialise(len(receiver.shape)) if receiver.layout else None
-    piece = flow(
-        receiver,
+    return _alike(unbound(receiver, position, call.node), count)
+
+
+def unbound(tensor: TensorFact, position: int, origin: ast.AST) -> TensorFact:
+    """One slice of ``tensor`` along axis ``position`` (of a known shape): ``unbind``'s
+    pieces, and what iterating a tensor gives (``q, k, v = qkv``: its first axis)."""
+    assert tensor.shape is not None
+    layout = tensor.layout.materialise(len(tensor.shape)) if tensor.layout else None
+    return flow(
+        tensor,
         Family.VIEW,
-        shape=receiver.shape[:position] + receiver.shape[position + 1 :],
+        shape=tensor.shape[:position] + tensor.shape[position + 1 :],
         layout=layout.with_axis_removed(position) if layout else None,
-        origin=call.node,
+        origin=origin,
     )
-    return _alike(piece, count)
 
 
 @function_op(*torch_names("cat", "concat", "concatenate", "stack"))
@@ -546,7 +555,7 @@ def concatenate(call: OpCall) -> Fact:
     shapes = [tensor.shape for tensor in tensors if tensor is not None and tensor.shape is not None]
     scalings = {tensor.scaling if tensor is not None else None for tensor in tensors}
     scaling = scalings.pop() if len(scalings) == 1 else None
-    shape = _concatenated_shape(call, shapes)
+    shape = _concatenated_shape(call, shapes, complete=len(shapes) == len(tensors))
     # phases joined to themselves (``cat((freqs, freqs), dim=-1)``) are still phases
     positions = [tensor.positions if tensor is not None else None for tensor in tensors]
     phases = positions[0] if positions and None not in positions else None
@@ -596,7 +605,11 @@ def _grown(tensor: TensorFact, by: ast.AST) -> TensorFact:
     return new_tensor(shape, by, tensor, dtype=tensor.dtype, heads=tensor.heads, cached=by)
 
 
-def _concatenated_shape(call: OpCall, shapes: list[tuple[Dim, ...]]) -> tuple[Dim, ...] | None:
+def _concatenated_shape(
+    call: OpCall, shapes: list[tuple[Dim, ...]], *, complete: bool
+) -> tuple[Dim, ...] | None:
+    """The shape of ``cat``/``stack`` of tensors of ``shapes`` (``complete``: the shapes of
+    all of them, so ``cat``'s axis is the sum of theirs: ``past + n`` keys)."""
     if not shapes:
         return None
     shape = shapes[0]
@@ -611,8 +624,17 @@ def _concatenated_shape(call: OpCall, shapes: list[tuple[Dim, ...]]) -> tuple[Di
         return fresh_shape(len(shape))
     position = axis % len(shape)
     others = [dims for dims in shapes if len(dims) == len(shape)]
+    joined = Dim.symbol("?")
+    if complete and len(others) == len(shapes):
+        joined = others[0][position]
+        for dims in others[1:]:
+            joined = joined + dims[position]
     return tuple(
-        Dim.symbol("?") if index == position or any(d[index] != dim for d in others) else dim
+        joined
+        if index == position
+        else Dim.symbol("?")
+        if any(d[index] != dim for d in others)
+        else dim
         for index, dim in enumerate(shape)
     )
 

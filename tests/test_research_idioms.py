@@ -1,0 +1,344 @@
+"""Idioms of research attention code (lucidrains, x-transformers, vit-pytorch): einops layers
+built in ``__init__``, ``nn.Sequential``, a softmax kept as ``partial(F.softmax, dim=-1)``, a
+tensor unpacked along its first axis and keys joined to a cache (sizes as sums)."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+import pytest
+
+from shapecheck.analysis import analyse
+from shapecheck.analysis.dims import Dim, format_shape
+from shapecheck.analysis.facts import TensorFact
+from shapecheck.linter import lint_source
+from shapecheck.rule import all_rules
+
+MODEL = """\
+from functools import partial
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from einops import pack, unpack
+from einops.layers.torch import Rearrange, Reduce
+
+
+class Attention(nn.Module):
+    def __init__(self, dim, heads=8, dim_head=64):
+        super().__init__()
+        inner = heads * dim_head
+        self.heads = heads
+        self.scale = dim_head**-0.5
+        self.to_qkv = nn.Linear(dim, inner * 3)
+        self.to_q = nn.Sequential(nn.Linear(dim, inner), Rearrange("b n (h d) -> b h n d", h=heads))
+        self.to_k = nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, inner), nn.GELU())
+        self.split = Rearrange("b n (h d) -> b h n d", h=heads)
+        self.merge = Rearrange("b h n d -> b n (h d)")
+        self.pool = Reduce("b n d -> b d", "mean")
+        self.attn_fn = partial(F.softmax, dim={dim})
+
+    def forward(self, x):
+        {body}
+"""
+
+
+def bindings(body: str, dim: str = "-1") -> dict[str, TensorFact]:
+    """What ``Attention.forward`` binds each name to (the last binding of it)."""
+    indented = textwrap.indent(textwrap.dedent(body), " " * 8).lstrip()
+    text = MODEL.format(body=indented, dim=dim)
+    functions = analyse(ast.parse(text), text).functions
+    [forward] = [f for f in functions if f.name == "Attention.forward"]
+    return {
+        name: fact
+        for node, name, fact in forward.bindings
+        if isinstance(fact, TensorFact) and not isinstance(node, ast.arg)
+    }
+
+
+def shape_of(body: str, name: str) -> str:
+    return format_shape(bindings(body)[name].shape)
+
+
+def findings(body: str, dim: str) -> list[str]:
+    indented = textwrap.indent(textwrap.dedent(body), " " * 8).lstrip()
+    text = MODEL.format(body=indented, dim=dim)
+    rules = [rule() for rule in all_rules()]
+    result = lint_source(text.encode(), "snippet.py", rules)
+    return [d.code for d in result.diagnostics]
+
+
+SPLIT = """\
+b, n, _ = x.shape
+q = self.split(self.to_qkv(x).chunk(3, dim=-1)[0])
+"""
+
+
+def test_an_einops_layer_built_in_init_applies_its_pattern() -> None:
+    assert shape_of(SPLIT, "q") == "[b, self.heads, n, dim_head]"
+    merged = SPLIT + "out = self.merge(q)\npooled = self.pool(out)\n"
+    assert shape_of(merged, "out") == "[b, n, dim_head*self.heads]"
+    assert shape_of(merged, "pooled") == "[b, dim_head*self.heads]"
+
+
+def test_a_sequential_applies_its_layers_in_order() -> None:
+    body = "b, n, _ = x.shape\nq = self.to_q(x)\nk = self.to_k(x)\n"
+    assert shape_of(body, "q") == "[b, self.heads, n, dim_head]"
+    assert shape_of(body, "k") == "[b, n, dim_head*self.heads]"
+
+
+def test_a_pattern_after_layers_that_keep_the_rank_shows_the_input_rank() -> None:
+    """``to_q(x)`` with ``to_q = nn.Sequential(nn.Linear(...), Rearrange("b n (h d) -> ..."))``:
+    ``x`` has three axes (einops raises otherwise), named from then on."""
+    assert shape_of("q = self.to_q(x)\n", "q") == "[x.shape[0], self.heads, x.shape[1], dim_head]"
+
+
+QKV = """\
+b, n, _ = x.shape
+qkv = self.to_qkv(x).reshape(b, n, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
+q, k, v = qkv
+"""
+
+
+def test_a_tensor_unpacks_along_its_first_axis() -> None:
+    facts = bindings(QKV)
+    for name in "qkv":
+        assert format_shape(facts[name].shape) == "[b, self.heads, n, dim_head]"
+
+
+def test_unpacking_more_names_than_the_first_axis_holds_tells_nothing() -> None:
+    body = QKV.replace("q, k, v = qkv", "q, k = qkv")
+    assert "q" not in bindings(body)
+
+
+def test_keys_joined_to_earlier_ones_are_as_long_as_both() -> None:
+    body = QKV + (
+        "past = torch.zeros(b, self.heads, 5, k.shape[-1])\n"
+        "keys = torch.cat([past, k], dim=-2)\n"
+        "again = torch.cat([k, k], dim=2)\n"
+        "unknown = torch.cat([x.new_zeros(()), k], dim=-2)\n"
+    )
+    assert shape_of(body, "keys") == "[b, self.heads, (5+n), dim_head]"
+    assert shape_of(body, "again") == "[b, self.heads, 2*n, dim_head]"
+    assert shape_of(body, "unknown") == "[b, self.heads, ?, dim_head]"
+
+
+def test_sums_of_sizes_are_sizes_like_any_other() -> None:
+    past, length = Dim.symbol("past"), Dim.symbol("n")
+    assert past + length == length + past and str(past + length) == "(n+past)"
+    assert length + length == Dim.constant(2) * length
+    assert Dim.constant(3) + Dim.constant(5) == Dim.constant(8)
+    assert (past + length).is_named and (past + Dim.symbol("?")).has_unknown
+    heads = Dim.symbol("H")
+    width = Dim.symbol("E").floordiv(heads) * heads  # E, taking E // H to be exact
+    assert (width + length).assumes == width.assumes != frozenset()  # still checked (SC502)
+
+
+ATTENTION = (
+    QKV
+    + """\
+sim = q @ k.transpose(-2, -1) * self.scale
+attn = self.attn_fn(sim)
+out = attn @ v
+"""
+)
+
+
+def test_a_partial_softmax_computes_attention_weights() -> None:
+    facts = bindings(ATTENTION)
+    assert facts["attn"].weights and format_shape(facts["attn"].shape) == "[b, self.heads, n, n]"
+
+
+@pytest.mark.parametrize(("dim", "found"), [("-1", []), ("3", []), ("-2", ["SC303"])])
+def test_a_partial_softmax_over_the_wrong_axis_is_reported(dim: str, found: list[str]) -> None:
+    assert findings(ATTENTION, dim) == found
+
+
+def test_a_partial_softmax_of_unscaled_scores_is_reported() -> None:
+    unscaled = ATTENTION.replace(" * self.scale", "")
+    assert findings(unscaled, "-1") == ["SC301"]
+
+
+def test_pack_joins_along_its_star_and_unpack_splits_back() -> None:
+    body = QKV + (
+        "memory = torch.zeros(b, self.heads, 2, 7, k.shape[-1])\n"
+        'packed, sizes = pack([memory, k], "b h * d")\n'
+        'mem, keys = unpack(packed, sizes, "b h * d")\n'
+        'unknown, unknown_sizes = pack([x[0], k], "b h * d")\n'
+    )
+    assert shape_of(body, "packed") == "[b, self.heads, (14+n), dim_head]"
+    assert shape_of(body, "mem") == "[b, self.heads, 2, 7, dim_head]"
+    assert shape_of(body, "keys") == "[b, self.heads, n, dim_head]"
+    assert shape_of(body, "unknown") == "[?, ?, ?, ?]"
+
+
+# --- ranks through layers that keep them ------------------------------------------------------
+
+VIT = """\
+import torch
+import torch.nn as nn
+from einops import rearrange
+
+
+class Attention(nn.Module):
+    def __init__(self, dim, heads=8, dim_head=64):
+        super().__init__()
+        self.heads = heads
+        self.norm = nn.LayerNorm(dim)
+        self.to_qkv = nn.Linear(dim, dim_head * heads * 3, bias=False)
+
+    def forward(self, x):
+        x = self.norm(x)
+        qkv = self.to_qkv(x).chunk(3, dim=-1)
+        q, k, v = map(lambda t: rearrange(t, "b n (h d) -> b h n d", h=self.heads), qkv)
+        return q
+"""
+
+
+def _entry(text: str, function: str, name: str) -> TensorFact:
+    functions = analyse(ast.parse(text), text).functions
+    [found] = [f for f in functions if f.name == function]
+    [fact] = [
+        fact for node, bound, fact in found.bindings if bound == name and isinstance(node, ast.arg)
+    ]
+    assert isinstance(fact, TensorFact)
+    return fact
+
+
+def test_a_pattern_shows_the_rank_of_what_a_norm_and_a_linear_layer_were_handed() -> None:
+    """vit-pytorch: ``x`` goes through a norm, a linear layer and ``chunk``, which all keep
+    its rank, before a pattern names three axes: ``x`` has three."""
+    assert _entry(VIT, "Attention.forward", "x").rank == 3
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        "qkv = self.to_qkv(x).view(-1, 3).chunk(3, dim=-1)",  # a view: another rank
+        "qkv = (self.to_qkv(x) + x.new_ones(1)).chunk(3, dim=-1)",  # may broadcast to more axes
+    ],
+)
+def test_ops_that_may_change_the_rank_show_nothing_of_it(changed: str) -> None:
+    text = VIT.replace("qkv = self.to_qkv(x).chunk(3, dim=-1)", changed)
+    assert _entry(text, "Attention.forward", "x").rank is None
+
+
+SPLICED = """\
+import torch.nn.functional as F
+
+
+def attend(q, k, v, mask):
+    scale = q.shape[-1] ** -0.5
+    batch, heads, q_len, _, k_len = *q.shape, k.shape[-2]
+    mask = mask.expand(batch, heads, q_len, k_len)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+"""
+
+
+def _bound(text: str, function: str, name: str) -> str:
+    functions = analyse(ast.parse(text), text).functions
+    [found] = [f for f in functions if f.name == function]
+    facts = [fact for node, bound, fact in found.bindings if bound == name]
+    assert isinstance(facts[-1], TensorFact)
+    return format_shape(facts[-1].shape)
+
+
+def test_a_shape_spliced_into_an_unpacking_names_its_sizes() -> None:
+    """x-transformers' ``Attend.flash_attn``: ``q``'s rank is known before (``q.shape[-1]``
+    is read first, so the function is read again with it), its sizes unnamed until the
+    unpacking names them; ``mask.expand`` of them has four axes whatever ``mask`` had, and
+    the attention output has the queries' axes."""
+    assert _bound(SPLICED, "attend", "mask") == "[batch, heads, q_len, k.shape[-2]]"
+    assert _bound(SPLICED, "attend", "out") == "[batch, heads, q_len, ?]"
+
+
+def test_a_shape_spliced_after_a_use_showed_its_rank_names_its_sizes() -> None:
+    """``permute`` shows ``q`` 4-D with sizes unnamed; the spliced unpacking names them."""
+    text = (
+        "import torch\n\n\n"
+        "def attend(q, k):\n"
+        "    moved = q.permute(0, 2, 1, 3)\n"
+        "    batch, heads, q_len, _, k_len = *q.shape, k.shape[-2]\n"
+        "    again = q * 2\n"
+    )
+    assert _bound(text, "attend", "again") == "[batch, heads, q_len, ?]"
+
+
+KERNELS = """\
+import torch
+from flash_attn import flash_attn_func
+from xformers.ops import memory_efficient_attention
+
+
+def attend(x, v):
+    b, n, h, d = x.shape
+    packed = x[None, ...]
+    flash = flash_attn_func(x, x, x)
+    xformers = memory_efficient_attention(x, x, v)
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "shape"),
+    [
+        ("packed", "[1, b, n, h, d]"),  # an ellipsis after another index
+        ("flash", "[b, n, h, d]"),
+        ("xformers", "[b, n, h, ?]"),  # the values' features are unknown
+    ],
+)
+def test_attention_kernels_of_other_libraries_keep_the_queries_axes(name: str, shape: str) -> None:
+    assert _bound(KERNELS, "attend", name) == shape
+
+
+def test_coverage_counts_functions_that_call_attention_kernels() -> None:
+    from shapecheck.coverage import coverage
+
+    report = coverage("k.py", analyse(ast.parse(KERNELS), KERNELS))
+    assert report.attention_functions == 1
+    assert report.tensors - report.rank_known == 1  # only `v`, whose rank nothing shows
+
+
+THROUGH_HELPER = """\
+import torch
+import torch.nn as nn
+from einops import rearrange
+
+
+class Block(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+
+    def helper(self, q, x):
+        z = q * 2
+        y = rearrange(z, "b n d -> b d n")
+        return x
+
+    def forward(self, x, mask):
+        h = self.norm(x)
+        return self.helper(h, mask)
+"""
+
+
+def test_a_helper_shows_the_rank_of_what_was_made_from_a_parameter_and_no_other() -> None:
+    """``helper``'s ``q`` is 3-D (a pattern of ``q * 2``): so is ``h``, the norm of ``x``.
+    ``helper``'s own ``x`` is ``mask``, whose rank nothing shows."""
+    assert _entry(THROUGH_HELPER, "Block.forward", "x").rank == 3
+    assert _entry(THROUGH_HELPER, "Block.forward", "mask").rank is None
+
+
+def test_an_axis_length_named_by_an_unknown_is_a_size_of_its_own() -> None:
+    """x-transformers: ``Rearrange("b n (h d) -> b h n d", d=dim_head)`` with ``dim_head``
+    defaulted to a module constant: ``d`` is ``dim_head``, ``h`` what the features leave."""
+    text = MODEL.replace("dim_head=64", "dim_head=DIM_HEAD").replace(
+        'self.split = Rearrange("b n (h d) -> b h n d", h=heads)',
+        'self.split = Rearrange("b n (h d) -> b h n d", d=dim_head)',
+    )
+    body = "b, n, e = x.shape\nq = self.split(x)\n"
+    indented = textwrap.indent(body, " " * 8).lstrip()
+    source = "DIM_HEAD = 64\n" + text.format(body=indented, dim="-1")
+    functions = analyse(ast.parse(source), source).functions
+    [forward] = [f for f in functions if f.name == "Attention.forward"]
+    [q] = [fact for _, name, fact in forward.bindings if name == "q"]
+    assert isinstance(q, TensorFact) and format_shape(q.shape) == "[b, e//dim_head, n, dim_head]"
