@@ -487,8 +487,12 @@ class ProjectScope:
             return []
         names = b"|".join(re.escape(name.encode()) for name in sized)
         pattern = re.compile(rb"(?<!class )\b(?:" + names + rb")\s*\(")  # a call, no class
-        stem = os.path.splitext(os.path.basename(self.path))[0].encode()
-        mentioned = re.compile(rb"\b" + re.escape(stem) + rb"\b")  # in an import, say
+        stem = re.escape(os.path.splitext(os.path.basename(self.path))[0].encode())
+        mentioned = re.compile(  # an import naming the module (its first line, at least)
+            rb"(?m)^[ \t]*(?:from[ \t]+[\w.]*\b" + stem + rb"[ \t]+import"
+            rb"|from[ \t]+\.+[ \t]+import[^\n]*\b" + stem + rb"\b"
+            rb"|import[ \t][^\n]*\b" + stem + rb"\b)"
+        )
         found: list[Caller] = []
         for file in neighbours(self.path):
             data = file.data
