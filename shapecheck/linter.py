@@ -65,7 +65,8 @@ def lint_parsed(source: Source, rules: Sequence[Rule]) -> FileResult:
             crashed.append(internal_error(source.path, f"in rule {rule.code}", error))
         else:
             ran.add(rule.code)
-    found += _in_constructed_sizes(analysis, rules, found, source, crashed)
+    if analysis.specialised:
+        found += _in_constructed_sizes(analysis, rules, found, source, crashed, ran)
     if analysis.too_deep:  # the rules saw only part of the file: none can vouch for it all
         ran.clear()
     diagnostics = (
@@ -91,21 +92,22 @@ def _in_constructed_sizes(
     found: list[tuple[Rule, Violation]],
     source: Source,
     crashed: list[Diagnostic],
+    ran: set[str],
 ) -> list[tuple[Rule, Violation]]:
-    """What the rules find in a class only as a construction sizes it (``Head(n_embd,
-    head_size=n_embd // n_head)`` makes ``C ** -0.5`` the model width's scale), reported where
-    it is written with the construction named; no fix, which would be right for one caller. A
-    class the rules fault alone is left at that: in its callers' sizes the same bug shows again
-    downstream (a wrong merge also feeds the wrong width to the next layer). A rule's bug here
-    costs its findings here, and says so."""
+    """What the rules that ran on the module find in a class only as a construction sizes it
+    (``Head(n_embd, head_size=n_embd // n_head)`` makes ``C ** -0.5`` the model width's scale),
+    reported where it is written with the construction named; no fix, which would be right for
+    one caller. A class the rules fault alone is left at that: in its callers' sizes the same
+    bug shows again downstream (a wrong merge also feeds the wrong width to the next layer). A
+    rule's bug here costs its findings here, and says so."""
     faulted = {analysis.enclosing_class(violation.node) for _, violation in found}
     seen: set[tuple[str, ast.AST]] = set()
     more: list[tuple[Rule, Violation]] = []
     for specialised in analysis.specialised:
         where = f" (where {specialised.where} with {specialised.construction.decided})"
         for rule in rules:
-            if isinstance(rule, SuppressionRule):
-                continue
+            if rule.code not in ran:
+                continue  # a suppression rule, or one that failed on the module already
             try:
                 violations = list(rule.check(specialised.analysis))
             except Exception as error:
