@@ -69,7 +69,7 @@ class ModuleAnalysis:
     (``evidence``); ``None`` when analysed alone."""
     specialised: list[Specialised] = field(default_factory=list)
     """The module's classes analysed again in the sizes a construction gives them."""
-    syntax: SyntaxIndexes = field(default_factory=lambda: SyntaxIndexes(), repr=False)
+    syntax: SyntaxIndexes = field(default_factory=SyntaxIndexes, repr=False)
     """Indexes of the module's syntax, shared with its analyses in callers' sizes."""
     _facts: dict[ast.AST, Fact] | None = field(default=None, repr=False)
     _calls: dict[tuple[type[Fact], str], list[ast.Call]] | None = field(default=None, repr=False)
@@ -466,12 +466,10 @@ def _constructed(
         if node is None or not _attends(node):
             continue  # what a caller's sizes change is mostly attention's to say
         model = context.classes.get(name)
-        if model is None and node is not None:  # built in another module: model it here
+        if model is None:  # built in another module: model it here
             model = _class_model(context, node, globals_, dict(construction.sizes))
             model.name = name
             context.classes[name] = model
-        if node is None or model is None:
-            continue
         methods: list[FunctionFacts] = []
         for method in definitions(node.body):
             if isinstance(method, FunctionNode) and method.name != "__init__":
@@ -615,7 +613,7 @@ def _class_model(
         if isinstance(base, ast.Name) and base.id in context.classes:
             inherited = context.classes[base.id]
         elif isinstance(base, ast.Name) and project is not None:
-            inherited = project.base_class(base.id)  # ``class Gemma(LlamaAttention)``
+            inherited = project.base_class(base.id)  # another module's, of this folder
         if inherited is not None:
             model.attributes.update(inherited.attributes)
             model.methods.update(inherited.methods)

@@ -617,11 +617,11 @@ class ProjectScope:
             return InstanceFact(cls.name)
         # a size the decided ones are made of is bound too (``n_embd``, which ``head_size =
         # n_embd // n_head`` divides); others would only multiply the models
-        related = set().union(*(_names_in_size(dim) for dim in decided))
+        related = set().union(*(_symbols_in(dim) for dim in decided))
         sizes = {
             name: fact
             for name, fact in passed_sizes.items()
-            if _decides_sizes(fact.dim) or _names_in_size(fact.dim) <= related
+            if _decides_sizes(fact.dim) or _symbols_in(fact.dim) <= related
         }
         key = (cls.name, *sizes.items())
         if key not in self._instances:
@@ -882,7 +882,7 @@ def _decides_sizes(dim: Dim) -> bool:
     return dim.coefficient != 1 or len(dim.factors) != 1 or isinstance(dim.factors[0], Quotient)
 
 
-def _names_in_size(dim: Dim) -> set[Symbol]:
+def _symbols_in(dim: Dim) -> set[Symbol]:
     """The symbols a size is made of (``n_embd`` and ``n_head`` in ``n_embd // n_head``)."""
     found: set[Symbol] = set()
     dims = [dim]
@@ -932,7 +932,7 @@ def _size_names(model: ClassModel) -> set[str]:
             dims += [size for size in (fact.in_features, fact.out_features) if size is not None]
         elif isinstance(fact, TensorFact) and fact.shape is not None:
             dims += fact.shape
-    return {symbol.name for dim in dims for symbol in _names_in_size(dim)}
+    return {symbol.name for dim in dims for symbol in _symbols_in(dim)}
 
 
 def classes_in(statements: Sequence[ast.stmt]) -> Iterator[ast.ClassDef]:
