@@ -65,6 +65,8 @@ def lint_parsed(source: Source, rules: Sequence[Rule]) -> FileResult:
             crashed.append(internal_error(source.path, f"in rule {rule.code}", error))
         else:
             ran.add(rule.code)
+    if analysis.handed_by:
+        found = [_as_handed(analysis, rule, violation) for rule, violation in found]
     if analysis.specialised:
         found += _in_constructed_sizes(analysis, rules, found, source, crashed, ran)
     if analysis.too_deep:  # the rules saw only part of the file: none can vouch for it all
@@ -84,6 +86,18 @@ def lint_parsed(source: Source, rules: Sequence[Rule]) -> FileResult:
         complete=complete,
         dependencies=dependencies,
     )
+
+
+def _as_handed(
+    analysis: ModuleAnalysis, rule: Rule, violation: Violation
+) -> tuple[Rule, Violation]:
+    """A finding in a function another module's call told its parameters of rests on that
+    call: the message says which (the sizes it names may be that module's)."""
+    function = analysis.enclosing_function(violation.node)
+    caller = analysis.handed_by.get(function) if function is not None else None
+    if caller is None:
+        return rule, violation
+    return rule, replace(violation, message=f"{violation.message} (given what {caller} passes)")
 
 
 def _in_constructed_sizes(

@@ -676,6 +676,53 @@ def test_an_inherited_method_calling_a_layer_the_derived_class_replaced_is_no_cr
     assert [d.code for d in result.diagnostics if d.code == "SC000"] == []
 
 
+def test_a_layer_learns_its_parameters_from_the_modules_of_its_folder_that_call_it(
+    tmp_path: Path,
+) -> None:
+    """hyunwoongko/transformer before ee92100: the scores are scaled by the model width, which
+    only the caller in the other file shows (q and k are [B, H, L, D] as it splits them)."""
+    scores = """\
+        import math
+        import torch.nn as nn
+
+
+        class ScaledScores(nn.Module):
+            def forward(self, q, k):
+                batch_size, head, length, d_tensor = k.size()
+                d_model = head * d_tensor
+                score = q @ k.transpose(2, 3) / math.sqrt(SCALE)
+                return score.softmax(dim=-1)
+        """
+    heads = """\
+        import torch.nn as nn
+        from .scores import ScaledScores
+
+
+        class Heads(nn.Module):
+            def __init__(self, d_model, n_head):
+                super().__init__()
+                self.n_head = n_head
+                self.w_q = nn.Linear(d_model, d_model)
+                self.scores = ScaledScores()
+
+            def forward(self, x):
+                b, n, d = x.shape
+                q = self.w_q(x).view(b, n, self.n_head, d // self.n_head).transpose(1, 2)
+                return self.scores(q, q)
+        """
+    folder = package(tmp_path, scores=scores.replace("SCALE", "d_model"), heads=heads)
+    [finding] = lint_source(
+        (folder / "scores.py").read_bytes(), str(folder / "scores.py"), RULES
+    ).diagnostics
+    assert (finding.line, finding.code) == (9, "SC302")
+    assert finding.message.endswith("(given what line 15 of heads.py passes)")
+    write(folder, {"scores.py": scores.replace("SCALE", "d_tensor")})
+    assert findings(folder / "scores.py") == set()
+    (folder / "heads.py").unlink()  # nobody calls it: nothing tells q's shape
+    write(folder, {"scores.py": scores.replace("SCALE", "d_model")})
+    assert findings(folder / "scores.py") == set()
+
+
 LECTURE_HEAD = """\
     import torch.nn as nn
     import torch.nn.functional as F

@@ -27,7 +27,13 @@ from shapecheck.analysis.facts import (
     TensorFact,
     Unknown,
 )
-from shapecheck.analysis.imported import Construction, ProjectScope, checking, classes_in
+from shapecheck.analysis.imported import (
+    Construction,
+    ProjectScope,
+    checking,
+    classes_in,
+    reanchored,
+)
 from shapecheck.analysis.imports import collect_imports, dotted_name, nested_blocks
 from shapecheck.analysis.interpreter import (
     ClassModel,
@@ -67,6 +73,9 @@ class ModuleAnalysis:
     project: ProjectScope | None = None
     """The project's other files as the module saw them, and what its result rests on
     (``evidence``); ``None`` when analysed alone."""
+    handed_by: dict[FunctionNode, str] = field(default_factory=dict)
+    """The functions whose parameters another module's calls told (what the first one passes,
+    in words: ``line 30 of multi_head_attention.py``)."""
     specialised: list[Specialised] = field(default_factory=list)
     """The module's classes analysed again in the sizes a construction gives them."""
     syntax: SyntaxIndexes = field(default_factory=SyntaxIndexes, repr=False)
@@ -388,8 +397,10 @@ def analyse(
     context.project = checking(path, module, context, globals_)
     jobs = list(_jobs(context, top_definitions, globals_, None, ""))
     outputs = [_analyse_function(context, *job) for job in jobs]
-    # Second pass: a function called in this module learns its parameters from its callers
-    # (a helper handed an already scaled query must not be told it forgot the scale).
+    # Second pass: a function called in this module, or by a module of its folder, learns its
+    # parameters from its callers (a helper handed an already scaled query must not be told
+    # it forgot the scale; ``self.attention(q, k, v)`` in another file says q is 4-D).
+    _handed_from_neighbours(context, module)
     context.parameter_facts = _parameter_facts(context)
     context.call_sites_frozen = True
     for index, job in enumerate(jobs):
@@ -411,6 +422,7 @@ def analyse(
         imports,
         too_deep=too_deep,
         project=context.project,
+        handed_by=context.handed_by,
         specialised=specialised,
         syntax=syntax,
     )
@@ -537,6 +549,26 @@ def _jobs(
         yield from _jobs(context, inner, globals_, class_model, name + ".")
 
 
+def _handed_from_neighbours(context: ModuleContext, module: ast.Module) -> None:
+    """What the modules of the folder that build this module's layers hand their methods, as
+    call sites of them (each value pointing at the method: the call lies in another file)."""
+    project = context.project
+    if project is None or (project.callers() is not None and not project.handed_in):
+        return
+    methods = {
+        (method.name, method.lineno): method
+        for cls in classes_in(module.body)
+        for method in definitions(cls.body)
+        if isinstance(method, FunctionNode)
+    }
+    for handed in project.handed_in:
+        method = methods.get((handed.name, handed.line))
+        if method is not None:
+            arguments = {name: reanchored(fact, method) for name, fact in handed.arguments.items()}
+            context.call_sites.setdefault(method, []).append(arguments)
+            context.handed_by.setdefault(method, handed.caller)
+
+
 def _parameter_facts(context: ModuleContext) -> dict[FunctionNode, dict[str, Fact]]:
     """For each function called in the module, what every call agrees its arguments are."""
     facts: dict[FunctionNode, dict[str, Fact]] = {}
@@ -550,11 +582,31 @@ def _parameter_facts(context: ModuleContext) -> dict[FunctionNode, dict[str, Fac
             for site in sites:
                 assert site is not None
                 merged = site[name] if merged is None else join(merged, site[name])
+            if isinstance(merged, TensorFact):
+                merged = _sizes_callers_name_apart(merged, [site[name] for site in sites if site])
             if merged is not None and not isinstance(merged, Unknown):  # callers know nothing
                 joined[name] = merged  # leave the function its own assumptions
         if joined:
             facts[function] = joined
     return facts
+
+
+def _sizes_callers_name_apart(joined: TensorFact, passed: list[Fact]) -> TensorFact:
+    """``joined`` with each size every caller names, but differently (``q``'s, ``k``'s and
+    ``v``'s lengths handed to one helper), an axis that exists: unknown, yet the function's
+    own unpacking of it (``batch, length, d = t.shape``) names it, as it names a parameter's."""
+    shapes = [fact.shape for fact in passed if isinstance(fact, TensorFact)]
+    if joined.shape is None or len(shapes) != len(passed) or any(s is None for s in shapes):
+        return joined
+    exists = [  # every caller names the size, or shows the axis exists
+        all(s is not None and (not s[axis].has_unknown or s[axis].is_unnamed_axis) for s in shapes)
+        for axis in range(len(joined.shape))
+    ]
+    sizes = [
+        Dim.unnamed_axis() if dim.has_unknown and exists[axis] else dim
+        for axis, dim in enumerate(joined.shape)
+    ]
+    return replace(joined, shape=tuple(sizes))
 
 
 Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef

@@ -341,6 +341,32 @@ class Caller:
     written: str
 
 
+@dataclass(frozen=True)
+class Handed:
+    """Arguments a call handed function ``name`` (at line ``line``) of the file ``home``."""
+
+    home: str
+    name: str
+    line: int
+    arguments: dict[str, Fact]
+    caller: str
+    """Where the call is, in words (``line 30 of multi_head_attention.py``)."""
+
+
+def _run_methods(context: ModuleContext, model: ClassModel) -> None:
+    """Interpret a dependency's class's methods (``__init__`` aside), recording nothing: the
+    calls they make into other files are noted (see :meth:`ProjectScope.hand`)."""
+    inherited = context.project.homes if context.project is not None else {}
+    for method in model.methods.values():
+        if method.name != "__init__" and method not in inherited:  # (runs in its own file)
+            interpreter = Interpreter(context, class_model=model, record=False)
+            interpreter.inherit(method, {})
+            try:
+                interpreter.run_function(method)
+            except RecursionError:
+                continue
+
+
 class ProjectScope:
     """What one module (checked, or read as a dependency) sees of the project's other files."""
 
@@ -371,6 +397,12 @@ class ProjectScope:
         self._lookups: dict[str, Fact | None] = {}
         self._dotted: dict[str, Fact | None] = {}
         self._modules: dict[str, ProjectFile] = {}
+        self.handed: list[Handed] = []
+        """What this module's code handed functions of other files (a neighbour's, see
+        :meth:`callers`)."""
+        self.handed_in: list[Handed] = []
+        """For the checked file: what its neighbours hand its functions."""
+        self._callers: list[Caller] | None = None
         self.constructions: list[Construction] = []
         """The module's own classes built with sizes of their callers, in the order met."""
         self._instances: dict[tuple[object, ...], str] = {}
@@ -479,13 +511,20 @@ class ProjectScope:
     def callers(self) -> list[Caller]:
         """The constructions, in the other modules of the checked file's folder, of its
         classes with sizes they decide (a package of a few modules builds its layers in each
-        other: ``model.py``'s ``Head(n_embd, head_size=n_embd // n_head)``)."""
+        other: ``model.py``'s ``Head(n_embd, head_size=n_embd // n_head)``); and, in
+        :attr:`handed_in`, what the methods of the classes that build them pass their
+        methods (``self.attention(q, k, v, mask)``). Looked for once."""
+        if self._callers is None:
+            self._callers = self._looked_for_callers()
+        return self._callers
+
+    def _looked_for_callers(self) -> list[Caller]:
         if self.path is None or self.depth != 0:
             return []
-        sized = [node.name for node in classes_in(self.module.body) if _takes_sizes(node)]
-        if not sized:
+        layers = [node.name for node in classes_in(self.module.body) if _is_layer(node)]
+        if not layers:
             return []
-        names = b"|".join(re.escape(name.encode()) for name in sized)
+        names = b"|".join(re.escape(name.encode()) for name in layers)
         pattern = re.compile(rb"(?<!class )\b(?:" + names + rb")\s*\(")  # a call, no class
         stem = re.escape(os.path.splitext(os.path.basename(self.path))[0].encode())
         mentioned = re.compile(  # an import naming the module (its first line, at least)
@@ -506,15 +545,26 @@ class ProjectScope:
             if scope is None or home.context is None:
                 continue
             with active(home.evidence):
-                for name in _building(module, set(sized)):
-                    home.context.classes.get(name)  # its __init__ builds ours
+                for name in _building(module, set(layers)):
+                    model = home.context.classes.get(name)  # its __init__ builds ours
+                    if model is not None:
+                        _run_methods(home.context, model)  # which call ours
             lines = Lines(file.text)
             found += [
                 Caller(built, file, " ".join(lines.segment(built.node).split()))
                 for built in scope.constructions
                 if built.home == self.path
             ]
+            self.handed_in += [site for site in scope.handed if site.home == self.path]
         return found
+
+    def hand(
+        self, call: ast.Call, function: FunctionRef, home: Dependency, arguments: dict[str, Fact]
+    ) -> None:
+        """``call`` in this module's code hands ``arguments`` to a function of ``home``'s."""
+        if self.depth == 1 and self.path is not None:  # a checked file's neighbour, run for it
+            node, caller = function.node, f"line {call.lineno} of {os.path.basename(self.path)}"
+            self.handed.append(Handed(home.file.path, node.name, node.lineno, arguments, caller))
 
     def _imported_by(self, file: ProjectFile) -> bool:
         """Does one of ``file``'s imports name the checked module (``from .attention import
@@ -830,14 +880,9 @@ def _as_size(caller: Interpreter, fact: Fact, node: ast.expr) -> Argument:
     return fact, node
 
 
-def _takes_sizes(node: ast.ClassDef) -> bool:
-    """Is the class a layer (a ``forward``) whose ``__init__`` takes parameters (sizes a
-    caller may decide)?"""
-    methods = {d.name: d for d in node.body if isinstance(d, FunctionNode)}
-    init = methods.get("__init__")
-    if "forward" not in methods or init is None:
-        return False
-    return len(init.args.args) + len(init.args.kwonlyargs) > 1
+def _is_layer(node: ast.ClassDef) -> bool:
+    """Has the class a ``forward``, which its users call with their tensors?"""
+    return any(isinstance(d, FunctionNode) and d.name == "forward" for d in node.body)
 
 
 def _building(module: ast.Module, classes: set[str]) -> Iterator[str]:
@@ -994,7 +1039,7 @@ a finding points at it): forgotten when that code lies in another file. ``scalin
 "cannot tell", not "nothing applied"; fills no softmax read yet are dropped too."""
 
 
-def reanchored(fact: Fact, call: ast.Call) -> Fact:
+def reanchored(fact: Fact, call: ast.AST) -> Fact:
     """``fact``, come back from another file through ``call``, pointing at nothing there: every
     node it names becomes the call (a tensor handed in and back loses as much: it is rare, and
     telling the files' nodes apart would cost a walk of each)."""

@@ -154,6 +154,8 @@ class ModuleContext:
     """Arguments at each call of a module function (``None``: not mappable, e.g. ``*args``)."""
     call_sites_frozen: bool = False
     parameter_facts: dict[FunctionNode, dict[str, Fact]] = field(default_factory=dict)
+    handed_by: dict[FunctionNode, str] = field(default_factory=dict)
+    """Functions whose call sites include another module's (see ``ProjectScope.callers``)."""
     """What the callers in this module agree each parameter is."""
     attribute_names: dict[ast.Attribute, ast.Name] = field(default_factory=dict)
     """The name after the dot of each ``x.attr`` an op is anchored at (see ``attribute_name``)."""
@@ -1726,6 +1728,7 @@ class Interpreter:
             entered = project.entering(function, home, arguments)
             if entered is None or home.context is None:
                 return _unmodelled_call(node)
+            project.hand(node, function, home, entered)
             context, owner, arguments = home.context, None, entered
         owner = self.context.classes.get(function.class_name or "") or owner
         key: tuple[object, ...] | None = (
