@@ -492,3 +492,27 @@ def early(x):
 """
     assert bound(source, "y99").rank == 3
     assert kept == {"helper": 2, "f": 1, "late": 2, "early": 1}
+
+
+def test_sizes_each_caller_names_differently_are_named_by_the_helpers_unpacking() -> None:
+    """hyunwoongko/transformer before 391c9cd: q, k and v (each of its own length) handed to
+    one helper that splits the heads without a transpose; the helper's ``batch_size, length,
+    d_model = tensor.size()`` names what the callers agree exists."""
+    source = """\
+        class MultiHeadAttention(nn.Module):
+            def __init__(self, d_model, n_head):
+                super().__init__()
+                self.n_head = n_head
+                self.w_q = nn.Linear(d_model, d_model)
+                self.w_k = nn.Linear(d_model, d_model)
+
+            def forward(self, q, k):
+                q, k = self.w_q(q), self.w_k(k)
+                q, k = self.project(q), self.project(k)
+                return q @ k.transpose(2, 3)
+
+            def project(self, tensor):
+                batch_size, length, d_model = tensor.size()
+                return tensor.view(batch_size, self.n_head, length, d_model // self.n_head)
+        """
+    assert [(line, code) for line, code, _ in findings(source)] == [(15, "SC102")]
