@@ -397,9 +397,9 @@ class ProjectScope:
         self._lookups: dict[str, Fact | None] = {}
         self._dotted: dict[str, Fact | None] = {}
         self._modules: dict[str, ProjectFile] = {}
-        self.handed: list[Handed] = []
-        """What this module's code handed functions of other files (a neighbour's, see
-        :meth:`callers`)."""
+        self.handed: list[Handed] | None = None
+        """What this module's code handed functions of other files while its methods ran for
+        a neighbour (see :meth:`callers`); ``None``: not noted."""
         self.handed_in: list[Handed] = []
         """For the checked file: what its neighbours hand its functions."""
         self._callers: list[Caller] | None = None
@@ -545,24 +545,30 @@ class ProjectScope:
             if scope is None or home.context is None:
                 continue
             with active(home.evidence):
-                for name in _building(module, set(layers)):
-                    model = home.context.classes.get(name)  # its __init__ builds ours
-                    if model is not None:
-                        _run_methods(home.context, model)  # which call ours
+                scope.handed = []  # what this run hands: the same whatever ran before
+                try:
+                    for name in _building(module, set(layers)):
+                        model = home.context.classes.get(name)  # its __init__ builds ours
+                        if model is not None:
+                            _run_methods(home.context, model)  # which call ours
+                    handed = scope.handed
+                finally:
+                    scope.handed = None
             lines = Lines(file.text)
             found += [
                 Caller(built, file, " ".join(lines.segment(built.node).split()))
                 for built in scope.constructions
                 if built.home == self.path
             ]
-            self.handed_in += [site for site in scope.handed if site.home == self.path]
+            self.handed_in += [site for site in handed if site.home == self.path]
         return found
 
     def hand(
         self, call: ast.Call, function: FunctionRef, home: Dependency, arguments: dict[str, Fact]
     ) -> None:
-        """``call`` in this module's code hands ``arguments`` to a function of ``home``'s."""
-        if self.depth == 1 and self.path is not None:  # a checked file's neighbour, run for it
+        """``call`` in this module's code hands ``arguments`` to a function of ``home``'s
+        (noted while its methods run for a neighbour's :meth:`callers`)."""
+        if self.handed is not None and self.path is not None:
             node, caller = function.node, f"line {call.lineno} of {os.path.basename(self.path)}"
             self.handed.append(Handed(home.file.path, node.name, node.lineno, arguments, caller))
 
