@@ -210,7 +210,7 @@ class FileShapes:
                 continue
             span = self.lines.span(node)
             if _holds(span, place):
-                name = _shortened(" ".join(self.lines.segment(node).split()))
+                name = _shortened(self.lines.flattened(node))
                 described = _describe(name, fact, scope, self.lines)
                 if described is not None:
                     yield Note("expression", *span, described)

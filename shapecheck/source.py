@@ -101,6 +101,10 @@ class Lines:
         start = self._column(line, located.col_offset)
         return line, start, end_line, self._column(end_line, end_offset)
 
+    def flattened(self, node: ast.AST) -> str:
+        """``node``'s code as written on one line: its whitespace collapsed to single spaces."""
+        return " ".join(self.segment(node).split())
+
     def segment(self, node: ast.AST) -> str:
         """``node``'s code as written, as ``ast.get_source_segment`` gives it, from the lines
         it spans (that function splits the whole text on every call)."""

@@ -32,9 +32,10 @@ from shapecheck.analysis.imported import (
     ProjectScope,
     checking,
     classes_in,
+    is_layer,
     reanchored,
 )
-from shapecheck.analysis.imports import collect_imports, dotted_name, nested_blocks
+from shapecheck.analysis.imports import call_name, collect_imports, dotted_name, nested_blocks
 from shapecheck.analysis.interpreter import (
     ClassModel,
     FunctionFacts,
@@ -265,9 +266,7 @@ class ModuleAnalysis:
             foreign = isinstance(base, ast.Name) and not (
                 base.id in local or hasattr(builtins, base.id)
             )
-        return foreign and any(
-            isinstance(node, FunctionNode) and node.name == "forward" for node in cls.body
-        )
+        return foreign and is_layer(cls)
 
     def holders(self, node: ast.AST) -> Iterator[ast.AST]:
         """The nodes holding ``node``, innermost first."""
@@ -436,9 +435,12 @@ class Specialised:
     construction: Construction
     where: str
     """The construction in words (``line 34 of model.py builds `Head(n_embd, head_size)```)."""
-    elsewhere: bool
-    """Built in another module."""
     analysis: ModuleAnalysis
+
+    @property
+    def elsewhere(self) -> bool:
+        """Built in another module (a construction there names the class's file)."""
+        return self.construction.home is not None
 
 
 def _constructed(
@@ -456,24 +458,23 @@ def _constructed(
     if project is None:
         return
     lines = syntax.lines = syntax.lines or Lines(text)
-    built: dict[str, tuple[Construction, str, bool]] = {}
+    built: dict[str, tuple[Construction, str]] = {}
     for construction in project.constructions:
         if construction.home is None:  # the last: ``__init__`` is read twice
-            code = " ".join(lines.segment(construction.node).split())
+            code = lines.flattened(construction.node)
             built[construction.model] = (
                 construction,
                 f"line {construction.node.lineno} builds `{code}`",
-                False,
             )
     for caller in project.callers():
         construction = caller.construction
         file = os.path.basename(caller.file.path)
         where = f"line {construction.node.lineno} of {file} builds `{caller.written}`"
-        built.setdefault(construction.model, (construction, where, True))
+        built.setdefault(construction.model, (construction, where))
     if not built:
         return
     classes = {node.name: node for node in classes_in(module.body)}
-    for name, (construction, where, elsewhere) in built.items():
+    for name, (construction, where) in built.items():
         node = classes.get(construction.cls)
         if node is None or not _attends(node):
             continue  # what a caller's sizes change is mostly attention's to say
@@ -490,7 +491,7 @@ def _constructed(
                     if isinstance(result, FunctionFacts):
                         methods.append(result)
         analysis = ModuleAnalysis(module, text, methods, imports, syntax=syntax)
-        yield Specialised(construction, where, elsewhere, analysis)
+        yield Specialised(construction, where, analysis)
 
 
 _ATTENDING = frozenset({"softmax", "scaled_dot_product_attention", "matmul", "bmm", "einsum"})
@@ -503,11 +504,8 @@ def _attends(node: ast.ClassDef) -> bool:
             for each in ast.walk(method):
                 if isinstance(each, ast.BinOp) and isinstance(each.op, ast.MatMult):
                     return True
-                if isinstance(each, ast.Call):
-                    func = each.func
-                    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-                    if name in _ATTENDING:
-                        return True
+                if call_name(each) in _ATTENDING:
+                    return True
     return False
 
 
@@ -553,7 +551,7 @@ def _handed_from_neighbours(context: ModuleContext, module: ast.Module) -> None:
     """What the modules of the folder that build this module's layers hand their methods, as
     call sites of them (each value pointing at the method: the call lies in another file)."""
     project = context.project
-    if project is None or (project.callers() is not None and not project.handed_in):
+    if project is None or not project.handed_in:
         return
     methods = {
         (method.name, method.lineno): method

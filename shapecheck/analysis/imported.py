@@ -53,7 +53,7 @@ from shapecheck.analysis.facts import (
     TensorFact,
     TupleFact,
 )
-from shapecheck.analysis.imports import collect_imports, nested_blocks
+from shapecheck.analysis.imports import call_name, collect_imports, nested_blocks
 from shapecheck.analysis.interpreter import (
     ClassModel,
     Interpreter,
@@ -400,8 +400,7 @@ class ProjectScope:
         self.handed: list[Handed] | None = None
         """What this module's code handed functions of other files while its methods ran for
         a neighbour (see :meth:`callers`); ``None``: not noted."""
-        self.handed_in: list[Handed] = []
-        """For the checked file: what its neighbours hand its functions."""
+        self._handed_in: list[Handed] = []
         self._callers: list[Caller] | None = None
         self.constructions: list[Construction] = []
         """The module's own classes built with sizes of their callers, in the order met."""
@@ -521,7 +520,7 @@ class ProjectScope:
     def _looked_for_callers(self) -> list[Caller]:
         if self.path is None or self.depth != 0:
             return []
-        layers = [node.name for node in classes_in(self.module.body) if _is_layer(node)]
+        layers = [node.name for node in classes_in(self.module.body) if is_layer(node)]
         if not layers:
             return []
         names = b"|".join(re.escape(name.encode()) for name in layers)
@@ -556,12 +555,18 @@ class ProjectScope:
                     scope.handed = None
             lines = Lines(file.text)
             found += [
-                Caller(built, file, " ".join(lines.segment(built.node).split()))
+                Caller(built, file, lines.flattened(built.node))
                 for built in scope.constructions
                 if built.home == self.path
             ]
-            self.handed_in += [site for site in handed if site.home == self.path]
+            self._handed_in += [site for site in handed if site.home == self.path]
         return found
+
+    @property
+    def handed_in(self) -> list[Handed]:
+        """For the checked file: what its neighbours hand its functions (see :meth:`callers`)."""
+        self.callers()
+        return self._handed_in
 
     def hand(
         self, call: ast.Call, function: FunctionRef, home: Dependency, arguments: dict[str, Fact]
@@ -886,7 +891,7 @@ def _as_size(caller: Interpreter, fact: Fact, node: ast.expr) -> Argument:
     return fact, node
 
 
-def _is_layer(node: ast.ClassDef) -> bool:
+def is_layer(node: ast.ClassDef) -> bool:
     """Has the class a ``forward``, which its users call with their tensors?"""
     return any(isinstance(d, FunctionNode) and d.name == "forward" for d in node.body)
 
@@ -895,15 +900,9 @@ def _building(module: ast.Module, classes: set[str]) -> Iterator[str]:
     """The classes of ``module`` whose code calls one of ``classes`` by name."""
     for node in classes_in(module.body):
         for call in ast.walk(node):
-            if isinstance(call, ast.Call) and _called_name(call.func) in classes:
+            if call_name(call) in classes:
                 yield node.name
                 break
-
-
-def _called_name(func: ast.expr) -> str | None:
-    if isinstance(func, ast.Name):
-        return func.id
-    return func.attr if isinstance(func, ast.Attribute) else None
 
 
 def _a_tensor(fact: Fact) -> bool:
@@ -960,7 +959,7 @@ def _handed_on(init: FunctionNode | None) -> set[str]:
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             if isinstance(target := node.targets[0], ast.Name):
                 computed.setdefault(target.id, set()).update(_names_in(node.value))
-        elif isinstance(node, ast.Call) and (_called_name(node.func) or "")[:1].isupper():
+        elif isinstance(node, ast.Call) and (call_name(node) or "")[:1].isupper():
             for passed in [*node.args, *(keyword.value for keyword in node.keywords)]:
                 handed |= _names_in(passed)
     for local in list(handed):
