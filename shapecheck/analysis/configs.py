@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from shapecheck.analysis.facts import FunctionNode
 from shapecheck.analysis.imported import ProjectScope, classes_in, finished
-from shapecheck.analysis.imports import dotted_name, nested_blocks
+from shapecheck.analysis.imports import dotted_name, statements
 from shapecheck.analysis.interpreter import FunctionFacts, parameters
 from shapecheck.analysis.observations import DivisibilityCheck, SizeDivision
 from shapecheck.project import ProjectFile
@@ -188,7 +188,7 @@ class _Reader:
         """Every value assigned to each name and ``self.x`` in ``function``."""
         if function not in self.assignments:
             assigned: dict[str, list[ast.expr]] = {}
-            for node in _walk_statements(function.body):
+            for node in _statements_in(function.body):
                 if isinstance(node, ast.Assign):
                     targets, value = node.targets, node.value
                 elif isinstance(node, ast.AnnAssign) and node.value is not None:
@@ -311,7 +311,7 @@ def _read_config(file: ProjectFile, node: ast.ClassDef) -> ConfigClass:
         if not isinstance(statement, FunctionNode):
             continue
         stored = _stored_parameters(statement)
-        for inner in _walk_statements(statement.body):
+        for inner in _statements_in(statement.body):
             if isinstance(inner, ast.Assert) or (
                 isinstance(inner, ast.If)
                 and any(isinstance(line, ast.Raise) for line in inner.body)
@@ -332,7 +332,7 @@ def _stored_parameters(method: FunctionNode) -> dict[str, str]:
     """``self.hidden_size = hidden_size``: parameter -> the attribute that keeps it."""
     names = {p.name for p in parameters(method)}
     stored: dict[str, str] = {}
-    for node in _walk_statements(method.body):
+    for node in _statements_in(method.body):
         if (
             isinstance(node, ast.Assign)
             and len(node.targets) == 1
@@ -471,11 +471,6 @@ def _written_class(annotation: ast.expr | None) -> str | None:
     return None
 
 
-def _walk_statements(body: Sequence[ast.stmt]) -> Iterator[ast.stmt]:
+def _statements_in(body: Sequence[ast.stmt]) -> Iterator[ast.stmt]:
     """Every statement of ``body`` and of the blocks inside it (not nested functions')."""
-    for statement in body:
-        yield statement
-        if isinstance(statement, FunctionNode | ast.ClassDef):
-            continue
-        for block in nested_blocks(statement):
-            yield from _walk_statements(block)
+    return (statement for statement, _ in statements(body, definitions=False))

@@ -53,7 +53,7 @@ from shapecheck.analysis.facts import (
     TensorFact,
     TupleFact,
 )
-from shapecheck.analysis.imports import call_name, collect_imports, nested_blocks
+from shapecheck.analysis.imports import call_name, collect_imports, statements
 from shapecheck.analysis.interpreter import (
     ClassModel,
     Interpreter,
@@ -119,7 +119,7 @@ def read_syntax(module: ast.Module) -> Syntax:
     star imports, and its top-level definitions and integer constants."""
     bindings: dict[str, Binding] = {}
     stars: list[Binding] = []
-    for statement, fallback in _statements(module.body):
+    for statement, fallback in statements(module.body, definitions=False):
         bound: list[tuple[str, Binding]] = []
         if isinstance(statement, ast.Import):
             for alias in statement.names:
@@ -159,19 +159,6 @@ def read_syntax(module: ast.Module) -> Syntax:
         ):
             constants[statement.targets[0].id] = statement.value.value
     return Syntax(bindings, tuple(stars), definitions, constants)
-
-
-def _statements(body: list[ast.stmt], fallback: bool = False) -> Iterator[tuple[ast.stmt, bool]]:
-    """The module-level statements of ``body``, also in ``if``/``try``/``with`` blocks (not in
-    functions or classes, whose imports are their own), each with whether it sits in an
-    ``except`` handler."""
-    for statement in body:
-        yield statement, fallback
-        if isinstance(statement, FunctionNode | ast.ClassDef):
-            continue
-        handlers = [handler.body for handler in getattr(statement, "handlers", ())]
-        for block in nested_blocks(statement):
-            yield from _statements(block, fallback or any(block is h for h in handlers))
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 # Spellings that reach the same function; the analysis knows each op by its canonical name.
 _CANONICAL = {
@@ -55,7 +55,7 @@ def collect_imports(module: ast.Module) -> dict[str, str]:
     a name the ``try`` bound keeps that meaning.
     """
     aliases: dict[str, str] = {}
-    for statement, fallback in _statements(module.body):
+    for statement, fallback in statements(module.body, definitions=True):
         bound: list[tuple[str, str]] = []
         if isinstance(statement, ast.Import):
             for alias in statement.names:
@@ -73,14 +73,21 @@ def collect_imports(module: ast.Module) -> dict[str, str]:
     return aliases
 
 
-def _statements(body: list[ast.stmt], fallback: bool = False) -> Iterator[tuple[ast.stmt, bool]]:
-    """Every statement of ``body`` and of the blocks inside it, functions and classes too,
-    each with whether it sits in an ``except`` handler."""
+def statements(
+    body: Sequence[ast.stmt], *, definitions: bool, fallback: bool = False
+) -> Iterator[tuple[ast.stmt, bool]]:
+    """Every statement of ``body`` and of the blocks inside it (inside functions and classes
+    too, with ``definitions``), each with whether it sits in an ``except`` handler."""
     for statement in body:
         yield statement, fallback
+        if not definitions and isinstance(
+            statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+        ):
+            continue
         handlers = [handler.body for handler in getattr(statement, "handlers", ())]
         for block in nested_blocks(statement):
-            yield from _statements(block, fallback or any(block is h for h in handlers))
+            within = fallback or any(block is h for h in handlers)
+            yield from statements(block, definitions=definitions, fallback=within)
 
 
 def nested_blocks(statement: ast.stmt) -> Iterator[list[ast.stmt]]:
