@@ -508,7 +508,8 @@ class ProjectScope:
         if self.path is None or self.depth != 0:
             return []
         layers = [node.name for node in classes_in(self.module.body) if is_layer(node)]
-        if not layers:
+        files = neighbours(self.path) if layers else []
+        if not files:
             return []
         names = b"|".join(re.escape(name.encode()) for name in layers)
         pattern = re.compile(rb"(?<!class )\b(?:" + names + rb")\s*\(")  # a call, no class
@@ -519,7 +520,7 @@ class ProjectScope:
             rb"|import[ \t][^\n]*\b" + stem + rb"\b)"
         )
         found: list[Caller] = []
-        for file in neighbours(self.path):
+        for file in files:
             data = file.data
             if not (mentioned.search(data) and pattern.search(data)):
                 continue  # (read, never parsed: most neighbours build nothing of ours)
