@@ -545,3 +545,79 @@ def test_a_guessed_rank_proves_no_transpose_useless() -> None:
             return q.transpose(-1, 3)
         """
     assert findings(source) == []
+
+
+HEADS_BY_METHOD = """\
+    import torch
+    from torch import nn
+
+    class MultiHeadAttention(nn.Module):
+        def __init__(self, d_model, n_head):
+            super().__init__()
+            self.n_head = n_head
+            self.w_q = nn.Linear(d_model, d_model)
+            self.w_k = nn.Linear(d_model, d_model)
+            self.w_v = nn.Linear(d_model, d_model)
+
+        def forward(self, q, k, v):
+            q, k, v = self.w_q(q), self.w_k(k), self.w_v(v)
+            q, k, v = self.split(q), self.split(k), self.split(v)
+            scores = q @ k.transpose(2, 3) / 8
+            return self.concat(scores.softmax(dim=-1) @ v)
+
+        def split(self, tensor):
+            batch_size, length, d_model = tensor.size()
+            d_tensor = d_model // self.n_head
+            return tensor.view(batch_size, length, self.n_head, d_tensor).transpose(1, 2)
+
+        def concat(self, tensor):
+            batch_size, head, length, d_tensor = tensor.size()
+            return tensor.view(batch_size, length, head * d_tensor)
+    """
+
+
+def test_an_attribute_a_method_sizes_by_is_one_size_in_every_call() -> None:
+    """hyunwoongko/transformer before 391c9cd: ``self.split(q)`` and ``self.split(k)`` split
+    into the same ``self.n_head`` heads, so the scores keep them and the merge without a
+    transpose in ``concat`` is seen."""
+    source = textwrap.dedent(HEADS_BY_METHOD)
+    [forward] = [
+        f for f in analyse(ast.parse(source), source).functions if f.name.endswith("forward")
+    ]
+    [scores] = [fact for _, name, fact in forward.bindings if name == "scores"]
+    assert isinstance(scores, TensorFact) and scores.shape is not None
+    assert str(scores.shape[1]) == "self.n_head"
+    diagnostics = lint_source(source.encode(), "heads.py", [r() for r in all_rules()]).diagnostics
+    assert [(d.code, d.line) for d in diagnostics] == [("SC103", 25)]
+
+
+def test_an_attribute_is_one_size_in_the_methods_that_leave_it_alone() -> None:
+    source = textwrap.dedent(
+        """\
+        import torch
+        from torch import nn
+
+        class M(nn.Module):
+            def __init__(self, h):
+                super().__init__()
+                self.h = h
+
+            def forward(self, x):
+                return x.view(2, self.h, -1)
+
+            def same(self, x):
+                return x.view(2, self.h, -1)
+
+            def other(self, x):
+                self.h = x.heads
+                return x.view(2, self.h, -1)
+        """
+    )
+    heads = {}
+    for function in analyse(ast.parse(source), source).functions:
+        if function.name not in ("M.forward", "M.same", "M.other"):
+            continue
+        [returned] = [f for node, f in function.facts.items() if isinstance(node, ast.Call)][-1:]
+        assert isinstance(returned, TensorFact) and returned.shape is not None
+        heads[function.name.removeprefix("M.")] = returned.shape[1]
+    assert heads["forward"] == heads["same"] != heads["other"]

@@ -135,6 +135,9 @@ class ClassModel:
     methods: dict[str, FunctionNode] = field(default_factory=dict)
     divisions: list[tuple[str, str]] = field(default_factory=list)
     """``(numerator, denominator)`` parameters of ``__init__`` that it divides."""
+    held_sizes: dict[str, Dim] = field(default_factory=dict)
+    """The symbol of each attribute used as a size that ``__init__`` stored saying nothing
+    more of it (``self.n_head = n_head``): one size in every method and every call."""
 
 
 @dataclass
@@ -154,9 +157,9 @@ class ModuleContext:
     """Arguments at each call of a module function (``None``: not mappable, e.g. ``*args``)."""
     call_sites_frozen: bool = False
     parameter_facts: dict[FunctionNode, dict[str, Fact]] = field(default_factory=dict)
+    """What the callers in this module agree each parameter is."""
     handed_by: dict[FunctionNode, str] = field(default_factory=dict)
     """Functions whose call sites include another module's (see ``ProjectScope.callers``)."""
-    """What the callers in this module agree each parameter is."""
     attribute_names: dict[ast.Attribute, ast.Name] = field(default_factory=dict)
     """The name after the dot of each ``x.attr`` an op is anchored at (see ``attribute_name``)."""
     inlined: dict[tuple[object, ...], Fact] = field(default_factory=dict)
@@ -278,9 +281,11 @@ class Interpreter:
         self.return_spec: ShapeSpec | None = None
         self.nested: list[tuple[FunctionNode, dict[str, Fact]]] = []
         self.half_precision_branches = 0
+        """How many enclosing branches test for float16 (``x.dtype == torch.float16``)."""
         self.rebound_elsewhere: frozenset[str] = frozenset()
         """Names a nested function rebinds (``nonlocal y``): any call may change them."""
-        """How many enclosing branches test for float16 (``x.dtype == torch.float16``)."""
+        self.assigned: set[str] = set()
+        """The names this function assigns (``self.h`` included)."""
         self.passed: dict[str, list[TensorFact]] = {}
         """Parameters handed in with an unknown rank, by name: the fact each started from and
         the facts learned from it as the code showed more (see ``holds_passed``)."""
@@ -314,9 +319,18 @@ class Interpreter:
         return self.symbol(key)
 
     def symbol(self, key: str) -> Dim:
-        """The same symbolic size every time this function names it the same way."""
+        """The same symbolic size every time this function names it the same way; for an
+        attribute of ``self`` the function leaves alone, every time the class's methods name
+        it (``self.split(q)`` and ``self.split(k)`` split into the same ``self.n_head``)."""
         if key not in self.symbols:
-            self.symbols[key] = Dim.symbol(key)
+            attribute = key.removeprefix("self.")
+            model = self.class_model
+            if model is None or attribute == key or "." in attribute or key in self.assigned:
+                self.symbols[key] = Dim.symbol(key)
+            else:
+                if attribute not in model.held_sizes:
+                    model.held_sizes[attribute] = Dim.symbol(key)
+                self.symbols[key] = model.held_sizes[attribute]
         return self.symbols[key]
 
     # --- entry points ------------------------------------------------------------------------
@@ -561,6 +575,7 @@ class Interpreter:
             self.env.pop(name, None)
         self.env.pop(key, None)
         self.symbols.pop(key, None)
+        self.assigned.add(key)
 
     def _forget(self, target: ast.expr) -> None:
         if isinstance(target, ast.Tuple | ast.List):
