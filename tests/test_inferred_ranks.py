@@ -194,6 +194,22 @@ def test_a_method_shows_the_rank_of_what_it_is_handed() -> None:
     assert entry(source, "x").rank == 4
 
 
+def test_a_call_whose_value_is_dropped_still_shows_the_rank_of_what_it_is_handed() -> None:
+    """Such a call is followed only for what it shows (most are weight initialisations,
+    not worth their cost): a tensor of unknown rank handed to it."""
+    source = """\
+        def check_heads(t, weight):
+            batch, heads, length, head_dim = t.shape
+            weight.normal_()
+
+        def f(x, module):
+            first = x.relu()
+            check_heads(x, module.weight)
+            return x
+        """
+    assert entry(source, "x").rank == 4 and bound(source, "first").rank == 4
+
+
 def test_calls_that_hand_a_tensor_round_in_a_circle_show_nothing() -> None:
     source = """\
         def g(x):

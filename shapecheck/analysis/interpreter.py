@@ -1735,7 +1735,11 @@ class Interpreter:
         elif arguments is not None:
             assert project is not None
             project.check_arguments(self, function, home, args, kwargs)
-        if self.depth >= INLINE_DEPTH or arguments is None:
+        if (
+            self.depth >= INLINE_DEPTH
+            or arguments is None
+            or self._nothing_to_learn(node, arguments)
+        ):
             return _unmodelled_call(node)
         context, owner = self.context, self.class_model
         if home is not None:
@@ -1777,6 +1781,17 @@ class Interpreter:
             assert project is not None
             returned = project.arrived(node, returned)
         return _uncertain(returned) if function.uncertain else returned
+
+    def _nothing_to_learn(self, node: ast.Call, arguments: Mapping[str, Fact]) -> bool:
+        """Following the call would tell nothing: its value is dropped (``self.reset()``,
+        ``trunc_normal_(self.weight)``) and no tensor it is handed has a rank its uses could
+        show (see :meth:`_handed_uses`). Most such calls initialise weights, at a cost."""
+        statement = self.statement
+        return (
+            isinstance(statement, ast.Expr)
+            and statement.value is node
+            and not any(isinstance(f, TensorFact) and f.rank is None for f in arguments.values())
+        )
 
     def _handed_uses(
         self,
