@@ -676,8 +676,15 @@ def test_an_inherited_method_calling_a_layer_the_derived_class_replaced_is_no_cr
     assert [d.code for d in result.diagnostics if d.code == "SC000"] == []
 
 
+@pytest.mark.parametrize(
+    "call",
+    [
+        "return self.scores(q, q)",
+        "self.scores(q, q)  # its value dropped\n                return q",
+    ],
+)
 def test_a_layer_learns_its_parameters_from_the_modules_of_its_folder_that_call_it(
-    tmp_path: Path,
+    tmp_path: Path, call: str
 ) -> None:
     """hyunwoongko/transformer before ee92100: the scores are scaled by the model width, which
     only the caller in the other file shows (q and k are [B, H, L, D] as it splits them)."""
@@ -708,8 +715,8 @@ def test_a_layer_learns_its_parameters_from_the_modules_of_its_folder_that_call_
             def forward(self, x):
                 b, n, d = x.shape
                 q = self.w_q(x).view(b, n, self.n_head, d // self.n_head).transpose(1, 2)
-                return self.scores(q, q)
-        """
+                CALL
+        """.replace("CALL", call)
     folder = package(tmp_path, scores=scores.replace("SCALE", "d_model"), heads=heads)
     [finding] = lint_source(
         (folder / "scores.py").read_bytes(), str(folder / "scores.py"), RULES

@@ -1735,11 +1735,7 @@ class Interpreter:
         elif arguments is not None:
             assert project is not None
             project.check_arguments(self, function, home, args, kwargs)
-        if (
-            self.depth >= INLINE_DEPTH
-            or arguments is None
-            or self._nothing_to_learn(node, arguments)
-        ):
+        if self.depth >= INLINE_DEPTH or arguments is None:
             return _unmodelled_call(node)
         context, owner = self.context, self.class_model
         if home is not None:
@@ -1749,6 +1745,8 @@ class Interpreter:
                 return _unmodelled_call(node)
             project.hand(node, function, home, entered)
             context, owner, arguments = home.context, None, entered
+        if self._nothing_to_learn(node, arguments):
+            return _unmodelled_call(node)
         owner = self.context.classes.get(function.class_name or "") or owner
         key: tuple[object, ...] | None = (
             function.node,
@@ -1783,9 +1781,10 @@ class Interpreter:
         return _uncertain(returned) if function.uncertain else returned
 
     def _nothing_to_learn(self, node: ast.Call, arguments: Mapping[str, Fact]) -> bool:
-        """Following the call would tell nothing: its value is dropped (``self.reset()``,
-        ``trunc_normal_(self.weight)``) and no tensor it is handed has a rank its uses could
-        show (see :meth:`_handed_uses`). Most such calls initialise weights, at a cost."""
+        """Following the call would tell nothing (what it is handed is noted before): its
+        value is dropped (``self.reset()``, ``trunc_normal_(self.weight)``) and no tensor it
+        is handed has a rank its uses could show (see :meth:`_handed_uses`). Most such calls
+        initialise weights, at a cost."""
         statement = self.statement
         return (
             isinstance(statement, ast.Expr)
