@@ -202,6 +202,38 @@ def test_findings_stay_in_the_file_where_the_bug_is_written(tmp_path: Path) -> N
     assert findings(folder / "model.py") == set()
 
 
+@pytest.mark.parametrize(
+    ("helper", "found"),
+    [
+        ("scores if mask is None else scores + mask", {(8, "SC201")}),  # the caller's scores back
+        ("scores.float() @ scores.new_ones(4, 4)", set()),  # a product of its own: not ours
+    ],
+)
+def test_what_a_tensor_held_comes_back_from_another_file_as_it_went(
+    tmp_path: Path, helper: str, found: set[tuple[int, str]]
+) -> None:
+    """timm's ``maybe_add_mask(attn, mask)`` in layers/attention.py: the scores it hands back
+    are the caller's, whose keys are transposed on the wrong axes."""
+    layers = """\
+        def maybe_add_mask(scores, mask=None):
+            return HELPER
+        """
+    model = """\
+        import torch
+        from .layers import maybe_add_mask
+
+
+        def attend(x, mask, B: int, N: int, H: int, D: int):
+            q = x.view(B, N, H, D).transpose(1, 2)
+            k = x.view(B, N, H, D).transpose(1, 2)
+            attn = q @ k.transpose(1, 2) * D**-0.5
+            attn = maybe_add_mask(attn, mask)
+            return attn.softmax(dim=-1)
+        """
+    folder = package(tmp_path, layers=layers.replace("HELPER", helper), model=model)
+    assert findings(folder / "model.py") == found
+
+
 # --- configurations -------------------------------------------------------------------------------
 
 CONFIG = """\

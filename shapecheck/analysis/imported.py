@@ -32,7 +32,7 @@ import builtins
 import contextlib
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import Any
 
@@ -610,13 +610,14 @@ class ProjectScope:
         (each time, an answer remembered from before too)."""
         return active(home.evidence) if home is not None else contextlib.nullcontext()
 
-    def arrived(self, call: ast.Call, fact: Fact) -> Fact:
-        """A value another file's code returned through ``call``: in the checked module it
-        points at the call (see :func:`reanchored`), and the call counts as followed."""
+    def arrived(self, call: ast.Call, fact: Fact, handed: Iterable[Fact] = ()) -> Fact:
+        """A value another file's code returned through ``call``, which ``handed`` it: in the
+        checked module it points at the call (see :func:`reanchored`), and the call counts as
+        followed."""
         if self.depth != 0:
             return fact
         self.followed.add(call)
-        return reanchored(fact, call)
+        return reanchored(fact, call, [each for each in handed if isinstance(each, TensorFact)])
 
     def instance(
         self,
@@ -1032,19 +1033,23 @@ a finding points at it): forgotten when that code lies in another file. ``scalin
 "cannot tell", not "nothing applied"; fills no softmax read yet are dropped too."""
 
 
-def reanchored(fact: Fact, call: ast.AST) -> Fact:
+def reanchored(fact: Fact, call: ast.AST, handed: Sequence[TensorFact] = ()) -> Fact:
     """``fact``, come back from another file through ``call``, pointing at nothing there: every
-    node it names becomes the call (a tensor handed in and back loses as much: it is rare, and
-    telling the files' nodes apart would cost a walk of each)."""
+    node it names becomes the call, but for what a tensor ``handed`` to the call held as it is
+    (``maybe_add_mask(scores, mask)`` returns the caller's scores, their product written in
+    the caller's code)."""
     if isinstance(fact, TupleFact):
-        return TupleFact(tuple(reanchored(item, call) for item in fact.items))
+        return TupleFact(tuple(reanchored(item, call, handed) for item in fact.items))
     if isinstance(fact, RepeatedFact):
-        return RepeatedFact(reanchored(fact.item, call))
+        return RepeatedFact(reanchored(fact.item, call, handed))
     if isinstance(fact, TensorFact):
         changes: dict[str, Any] = {"origin": call, "prefixed": None, "unread_fills": ()}
         for each in fields(fact):
             if each.name not in changes:
-                moved, touched = _anchored(getattr(fact, each.name), call)
+                value = getattr(fact, each.name)
+                if any(getattr(tensor, each.name) == value for tensor in handed):
+                    continue  # the caller's own, handed in and back
+                moved, touched = _anchored(value, call)
                 if touched:
                     changes[each.name] = _FORGOTTEN.get(each.name, moved)
         return replace(fact, **changes)

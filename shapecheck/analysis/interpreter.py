@@ -1777,7 +1777,7 @@ class Interpreter:
             self._handed_uses(function.node.name, [*args, *kwargs.values()], arguments, shown)
         if home is not None:
             assert project is not None
-            returned = project.arrived(node, returned)
+            returned = project.arrived(node, returned, arguments.values())
         return _uncertain(returned) if function.uncertain else returned
 
     def _nothing_to_learn(self, node: ast.Call, arguments: Mapping[str, Fact]) -> bool:
