@@ -415,8 +415,10 @@ def _mutated(text: str, edit: Edit) -> str:
     return text[: edit.start] + edit.text + text[edit.end :]
 
 
-def _findings(module: ast.Module, text: str, rules: list[Rule]) -> Counter[str]:
-    analysis = analyse(module, text)
+def _findings(module: ast.Module, text: str, path: Path, rules: list[Rule]) -> Counter[str]:
+    """What the rules find in ``text``, checked where it lies: with the modules of its
+    project that its imports name, as ``shapecheck FILE`` checks it."""
+    analysis = analyse(module, text, path=str(path))
     return Counter(rule.code for rule in rules for _ in rule.check(analysis))
 
 
@@ -462,8 +464,9 @@ def main() -> None:
                 if mutated is None or ast.dump(mutated) == ast.dump(source.module):
                     raise AssertionError(f"{operator.name}: {mutant} does not change the code")
                 if mutant.path not in originals:
-                    originals[mutant.path] = _findings(source.module, original, rules)
-                before, after = originals[mutant.path], _findings(mutated, text, rules)
+                    originals[mutant.path] = _findings(source.module, original, mutant.path, rules)
+                before = originals[mutant.path]
+                after = _findings(mutated, text, mutant.path, rules)
                 checked += 1
                 if sum(after[c] for c in operator.codes) > sum(before[c] for c in operator.codes):
                     found += 1
