@@ -124,6 +124,24 @@ def test_keys_joined_to_earlier_ones_are_as_long_as_both() -> None:
     assert shape_of(body, "unknown") == "[b, self.heads, ?, dim_head]"
 
 
+def test_a_bias_of_unknown_sizes_broadcasts_onto_the_scores() -> None:
+    """beit's ``attn + self._get_rel_pos_bias()``, a ``[1, ?, ?, ?]`` bias: the scores keep
+    their axes (on a guess, which findings name), so a softmax over the wrong one is seen."""
+    body = QKV + (
+        "scores = q @ k.transpose(-2, -1) * self.scale\n"
+        "bias = x.new_zeros(()).view(1, -1, 1, 1)\n"
+        "biased = scores + bias\n"
+        "other = bias + scores\n"
+        "weights = biased.softmax(dim=1)\n"
+    )
+    facts = bindings(body)
+    assert format_shape(facts["bias"].shape) == "[1, ?, 1, 1]"
+    assert format_shape(facts["biased"].shape) == "[b, self.heads, n, n]"
+    assert format_shape(facts["other"].shape) == "[b, self.heads, n, n]"
+    assert facts["biased"].guess == "`bias` broadcasts onto the other operand"
+    assert findings(body, "-1") == ["SC303"]
+
+
 def test_sums_of_sizes_are_sizes_like_any_other() -> None:
     past, length = Dim.symbol("past"), Dim.symbol("n")
     assert past + length == length + past and str(past + length) == "(n+past)"
