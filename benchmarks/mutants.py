@@ -159,8 +159,35 @@ def _has_product(function: ast.AST) -> bool:
 def _heads_split(function: ast.AST, source: Source) -> bool:
     """The function works on 4-D per-head tensors: it splits or swaps a head axis."""
     return any(_swaps_heads(node) for node in ast.walk(function)) or bool(
-        re.search(r"\bnum_heads\b|\bn_heads?\b|\bheads\b", source.code(function))
+        _HEADS.search(source.code(function))
     )
+
+
+_HEADS = re.compile(r"\bnum_heads\b|\bn_heads?\b|\bheads\b")
+
+
+def _folds_heads_into_batch(function: ast.AST, source: Source) -> bool:
+    """A view into three sizes, after a stack of q, k and v (a leading literal), the first the
+    heads times a batch (``reshape(3, B * self.num_heads, N, -1)``): the per-head tensors are
+    3-D there, where ``transpose(1, 2)`` swaps the last two."""
+    for node in ast.walk(function):
+        view = _method(node, "view", "reshape")
+        sizes = list(view.args) if view is not None else []
+        if sizes and isinstance(sizes[0], ast.Constant):
+            sizes = sizes[1:]  # the stack of q, k and v
+        if len(sizes) == 3 and _batch_times_heads(sizes[0], source):
+            return True
+    return False
+
+
+def _batch_times_heads(size: ast.expr, source: Source) -> bool:
+    """``B * self.num_heads``: the heads multiplied by a name that is no width or count."""
+    if not isinstance(size, ast.BinOp) or not isinstance(size.op, ast.Mult):
+        return False
+    factors = [source.code(size.left), source.code(size.right)]
+    heads = [factor for factor in factors if _HEADS.search(factor)]
+    others = [factor for factor in factors if factor not in heads]
+    return len(heads) == 1 and len(others) == 1 and others[0].isidentifier()
 
 
 # --- operators -----------------------------------------------------------------------------
@@ -187,10 +214,10 @@ _KEY_AXES = {(-2, -1), (-1, -2), (2, 3), (3, 2)}
 def key_transpose_axes(source: Source) -> Iterator[Edit]:
     """``q @ k.transpose(-2, -1)`` -> ``k.transpose(1, 2)`` where the product is attention
     scores (a softmax reads it, directly or through the name it is assigned to) in a function on
-    4-D per-head tensors (``transpose(2, 3)`` written, or heads split there): the scores no
-    longer contract the feature axis."""
+    4-D per-head tensors (``transpose(2, 3)`` written, or heads split there and never folded
+    into the batch): the scores no longer contract the feature axis."""
     for function in _functions(source.module):
-        four_d = _heads_split(function, source)
+        four_d = _heads_split(function, source) and not _folds_heads_into_batch(function, source)
         scores = _softmaxed(function)
         for node in ast.walk(function):
             operands: list[ast.expr] = []
