@@ -142,6 +142,17 @@ def test_a_bias_of_unknown_sizes_broadcasts_onto_the_scores() -> None:
     assert findings(body, "-1") == ["SC303"]
 
 
+@pytest.mark.parametrize(("dim", "found"), [("1", ["SC303"]), ("-1", [])])
+def test_soft_capped_scores_are_still_the_scores(dim: str, found: list[str]) -> None:
+    """gemma 2 and 3: ``50.0 * torch.tanh(scores / 50.0)`` before the softmax."""
+    body = QKV + (
+        "scores = q @ k.transpose(-2, -1) * self.scale\n"
+        "scores = torch.tanh(scores / 50.0) * 50.0\n"
+        f"weights = scores.softmax(dim={dim})\n"
+    )
+    assert findings(body, "-1") == found
+
+
 def test_sums_of_sizes_are_sizes_like_any_other() -> None:
     past, length = Dim.symbol("past"), Dim.symbol("n")
     assert past + length == length + past and str(past + length) == "(n+past)"

@@ -193,6 +193,11 @@ def elementwise(call: OpCall) -> Fact:
         scalar = receiver.scalar.power(0.5)
     elif receiver.scalar is not None and call.name in ("rsqrt", "torch.rsqrt"):
         scalar = receiver.scalar.power(-0.5)
+    if call.name.rpartition(".")[2] == "tanh" and receiver.product is not None:
+        # soft-capped scores, c * tanh(scores / c) (gemma 2 and 3, grok): still the scores,
+        # in their scale, as tanh is the identity near zero
+        keep = {"product": receiver.product, "scaling": receiver.scaling}
+        return flow(receiver, Family.ELEMENTWISE, origin=call.node, scalar=scalar, **keep)
     return flow(receiver, Family.ELEMENTWISE, origin=call.node, scalar=scalar)
 
 
