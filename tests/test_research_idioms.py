@@ -153,6 +153,19 @@ def test_soft_capped_scores_are_still_the_scores(dim: str, found: list[str]) -> 
     assert findings(body, "-1") == found
 
 
+def test_einsum_operands_may_come_in_one_list() -> None:
+    """cvt: ``torch.einsum("bhlk,bhtk->bhlt", [query, key])``."""
+    body = QKV + (
+        'listed = torch.einsum("bhlk,bhtk->bhlt", [q, k]) * self.scale\n'
+        'apart = torch.einsum("bhlk,bhtk->bhlt", q, k)\n'
+        "weights = listed.softmax(dim=1)\n"
+    )
+    facts = bindings(body)
+    assert format_shape(facts["listed"].shape) == format_shape(facts["apart"].shape)
+    assert format_shape(facts["listed"].shape) == "[b, self.heads, n, n]"
+    assert findings(body, "-1") == ["SC303"]
+
+
 def test_sums_of_sizes_are_sizes_like_any_other() -> None:
     past, length = Dim.symbol("past"), Dim.symbol("n")
     assert past + length == length + past and str(past + length) == "(n+past)"

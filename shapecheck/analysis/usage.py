@@ -32,12 +32,13 @@ ones the interpretation meets anyway, and a function is interpreted at most twic
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from shapecheck.analysis.dims import Dim, Symbol
 from shapecheck.analysis.facts import Fact, IntFact, SizeFact, TensorFact, TupleFact
 from shapecheck.analysis.ops.einops import parse_side
+from shapecheck.analysis.ops.products import einsum_operands
 
 LIKELY_FROM = 4
 """The fewest axes a lower bound must reach to be taken as the rank, on a guess. A use of the
@@ -252,7 +253,7 @@ def function_uses(
             for _, evidence in method_uses(written, name[6:], args[1:], {}):
                 yield tensor, evidence
     elif name == "torch.einsum" and args:
-        yield from _equation(args[0][1], args[1:], letters=True)
+        yield from _equation(args[0][1], einsum_operands(args[1:]), letters=True)
     elif name == "einops.einsum" and args:
         yield from _equation(args[-1][1], args[:-1], letters=False)
     elif name in ("einops.rearrange", "einops.repeat", "einops.reduce"):
@@ -333,7 +334,7 @@ def shape_owner(node: ast.expr) -> ast.expr | None:
 
 
 def _equation(
-    equation: ast.expr, operands: list[Argument], *, letters: bool
+    equation: ast.expr, operands: Sequence[Argument], *, letters: bool
 ) -> Iterator[tuple[Argument, Evidence]]:
     """``einsum("bhid,bhjd->bhij", q, k)``: one letter (einops: one name) per axis."""
     written = _string(equation)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Sequence
 from dataclasses import replace
 
 from shapecheck.analysis.dims import Dim, provably_different
@@ -14,6 +15,7 @@ from shapecheck.analysis.facts import (
     Product,
     ScaleEvidence,
     TensorFact,
+    TupleFact,
     scale_of,
 )
 from shapecheck.analysis.lattice import Family, flow
@@ -149,15 +151,27 @@ def baddbmm(call: OpCall) -> Fact:
 
 @function_op("torch.einsum")
 def einsum(call: OpCall) -> Fact:
-    """``torch.einsum("bhid,bhjd->bhij", q, k)``: one letter per axis, spaces ignored."""
+    """``torch.einsum("bhid,bhjd->bhij", q, k)``, or with the operands in one list
+    (``[q, k]``): one letter per axis, spaces ignored."""
     equation = call.get(0, "equation")
     written = string_literal(equation[1]) if equation is not None else None
-    if written is None or len(call.args) != 3:
+    operands = einsum_operands(call.args[1:])
+    if written is None or len(operands) != 2:
         return TensorFact(origin=call.node, scaling=None)
     parsed = parse_einsum(written, letters=True)
     if parsed is None:
         return TensorFact(origin=call.node, scaling=None)
-    return contraction(call, parsed, call.args[1], call.args[2])
+    return contraction(call, parsed, operands[0], operands[1])
+
+
+def einsum_operands(after_equation: Sequence[Argument]) -> Sequence[Argument]:
+    """The operands of ``torch.einsum``, written apart (``q, k``) or in one list (``[q, k]``)."""
+    if len(after_equation) == 1:
+        listed, node = after_equation[0]
+        elements = node.elts if isinstance(node, ast.List | ast.Tuple) else []
+        if isinstance(listed, TupleFact) and len(listed.items) == len(elements):
+            return list(zip(listed.items, elements, strict=True))
+    return after_equation
 
 
 EinsumAxes = tuple[list[list[str]], list[str]]
