@@ -248,13 +248,19 @@ def missing_rules(record: type) -> list[str]:
     ]
 
 
+_OPTIONAL = (TensorFact, ModuleFact)
+"""What ``None`` on another branch leaves as it was: ``self.q_proj = None`` where a fused layer
+replaces it (``if self.qkv is not None: ... else: self.q_proj(x)``) is called only where it is
+the layer."""
+
+
 def join(left: Fact, right: Fact) -> Fact:
     """What is still known after control flow merges two values (see the module docstring)."""
     if left is right:
         return left
-    if isinstance(left, NoneFact) and isinstance(right, TensorFact):
-        return right  # an optional tensor: where it is used as one, it is this one
-    if isinstance(right, NoneFact) and isinstance(left, TensorFact):
+    if isinstance(left, NoneFact) and isinstance(right, _OPTIONAL):
+        return right  # an optional tensor or layer: where it is used as one, it is this one
+    if isinstance(right, NoneFact) and isinstance(left, _OPTIONAL):
         return left
     if isinstance(left, Unknown) or isinstance(right, Unknown):
         return _with_unknown(left, right)

@@ -233,6 +233,8 @@ def arithmetic(context: OpContext, node: ast.AST, operator: str, left: Fact, rig
             return IntFact(
                 Dim.constant(values[0] + values[1] if operator == "+" else values[0] - values[1])
             )
+        if operator == "+":  # ``N + 1`` tokens with a class token: the size ``cat`` makes too
+            return IntFact(left.dim + right.dim)
         return UNKNOWN if operator != "/" else _number_arithmetic(operator, left, right)
     if _is_number(left) and _is_number(right):
         return _number_arithmetic(operator, left, right)
