@@ -672,3 +672,22 @@ def test_a_size_known_on_one_side_of_a_broadcast_is_the_result(
     result = broadcast_shapes(parsed(left), parsed(right))
     assert result is not None
     assert "".join(str(dim) for dim in result) == shape
+
+
+@pytest.mark.parametrize(
+    ("split", "found"),
+    [
+        ("reshape(B, self.num_heads, N, self.head_dim)", ["SC102"]),
+        ("reshape(B, N, self.num_heads, self.head_dim).transpose(1, 2)", []),
+    ],
+)
+def test_a_layer_class_given_or_a_norm_by_default_keeps_the_shape(
+    split: str, found: list[str]
+) -> None:
+    """``norm_layer = norm_layer or nn.LayerNorm`` (timm): the layers it builds keep the shape,
+    whichever class it is."""
+    layers = (
+        "norm_layer = fused or nn.LayerNorm\n        self.norm = norm_layer(dim)\n"
+        "        self.k = nn.Linear(dim, dim)"
+    )
+    assert _timm_findings(layers, f"k = self.k(self.norm(x)).{split}") == found

@@ -777,9 +777,13 @@ class Interpreter:
                     dtype="bool",
                     polarity=_compared_polarity(facts, operators, comparators),
                 )
-            case ast.BoolOp(values=values):
-                for value in values:
-                    self.eval(value)
+            case ast.BoolOp(op=operator, values=values):
+                facts = [self.eval(value) for value in values]
+                # ``norm_layer or nn.LayerNorm``: one of the values, whichever is truthy (not
+                # sizes: ``dim_out or dim`` stays a size of its own, named where it is used)
+                numbers = any(isinstance(fact, IntFact | ScalarFact) for fact in facts)
+                if isinstance(operator, ast.Or) and not numbers:
+                    return functools.reduce(join, facts)
                 return UNKNOWN
             case ast.NamedExpr(target=target, value=value):
                 fact = self.eval(value)

@@ -40,6 +40,7 @@ from shapecheck.analysis.facts import (
     IntFact,
     ModuleFact,
     NoneFact,
+    QualifiedName,
     TensorFact,
     TupleFact,
     Unknown,
@@ -292,6 +293,13 @@ def _with_unknown(left: Fact, right: Fact) -> Fact:
     if unknown.reason != "conflict" and _keeps_shape(known):
         # norm_layer(dim) if qk_norm else nn.Identity(): some layer that keeps the shape
         return ModuleFact(SAME_SHAPE, uncertain=True)
+    if (
+        unknown.reason != "conflict"
+        and isinstance(known, QualifiedName)
+        and known.name in SHAPE_PRESERVING
+    ):
+        # norm_layer or nn.LayerNorm: some class whose layers keep the shape
+        return QualifiedName(SAME_SHAPE)
     return unknown  # a number or module known on one branch only is not kept
 
 
