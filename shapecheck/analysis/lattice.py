@@ -20,7 +20,7 @@ the likely truth is that both branches make the same kind of tensor: the other b
 are kept, marked ``uncertain`` (findings may rest on them, since the code is wrong on that
 branch; "this does nothing" findings and safe fixes may not). Branches that *conflict* (a
 tensor on one side, a number on the other) leave a conflict. ``None`` on one side is an
-optional tensor: where the code uses it as a tensor, it is the other side's, for certain.
+optional tensor or layer: where the code uses it as one, it is the other side's, for certain.
 """
 
 from __future__ import annotations
