@@ -691,3 +691,22 @@ def test_a_layer_class_given_or_a_norm_by_default_keeps_the_shape(
         "        self.k = nn.Linear(dim, dim)"
     )
     assert _timm_findings(layers, f"k = self.k(self.norm(x)).{split}") == found
+
+
+@pytest.mark.parametrize(
+    ("split", "found"),
+    [
+        ("reshape(B, self.num_heads, N, self.head_dim)", ["SC102"]),
+        ("reshape(B, N, self.num_heads, self.head_dim).transpose(1, 2)", []),
+    ],
+)
+def test_layers_built_from_either_width_give_the_width_they_agree_on(
+    split: str, found: list[str]
+) -> None:
+    """IDEFICS's cross-attention keys: ``nn.Linear(kv_dim, dim)`` on one branch, ``nn.Linear(dim,
+    dim)`` on the other; either gives ``dim`` features."""
+    layers = (
+        "if fused:\n            self.k = nn.Linear(2 * dim, dim)\n        else:\n"
+        "            self.k = nn.Linear(dim, dim)"
+    )
+    assert _timm_findings(layers, f"k = self.k(x).{split}") == found

@@ -274,6 +274,10 @@ def join(left: Fact, right: Fact) -> Fact:
     if _keeps_shape(left) and _keeps_shape(right):
         uncertain = any(isinstance(m, ModuleFact) and m.uncertain for m in (left, right))
         return ModuleFact(SAME_SHAPE, uncertain=uncertain)
+    if isinstance(left, ModuleFact) and isinstance(right, ModuleFact):
+        joined = _join_layers(left, right)
+        if joined is not None:
+            return joined
     if (
         isinstance(left, TupleFact)
         and isinstance(right, TupleFact)
@@ -301,6 +305,31 @@ def _with_unknown(left: Fact, right: Fact) -> Fact:
         # norm_layer or nn.LayerNorm: some class whose layers keep the shape
         return QualifiedName(SAME_SHAPE)
     return unknown  # a number or module known on one branch only is not kept
+
+
+def _join_layers(left: ModuleFact, right: ModuleFact) -> ModuleFact | None:
+    """Layers of one class that differ in their widths only (a cross-attention's keys built
+    from another width, ``nn.Linear(kv_dim, H * D)`` beside ``nn.Linear(E, H * D)``): that
+    class, each width where both agree, otherwise unknown."""
+    differ = {
+        field.name
+        for field in dataclasses.fields(ModuleFact)
+        if getattr(left, field.name) != getattr(right, field.name)
+    }
+    if left.kind != right.kind or not differ <= {"in_features", "out_features", "uncertain"}:
+        return None
+    return dataclasses.replace(
+        left,
+        in_features=_same_size(left.in_features, right.in_features),
+        out_features=_same_size(left.out_features, right.out_features),
+        uncertain=left.uncertain or right.uncertain,
+    )
+
+
+def _same_size(left: Dim | None, right: Dim | None) -> Dim | None:
+    if left == right:
+        return left
+    return None if left is None or right is None else Dim.symbol("?")
 
 
 def _keeps_shape(fact: Fact) -> bool:
