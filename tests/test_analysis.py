@@ -621,3 +621,168 @@ def test_an_attribute_is_one_size_in_the_methods_that_leave_it_alone() -> None:
         assert isinstance(returned, TensorFact) and returned.shape is not None
         heads[function.name.removeprefix("M.")] = returned.shape[1]
     assert heads["forward"] == heads["same"] != heads["other"]
+
+
+# --- timm's attention layers ----------------------------------------------------------------
+
+TIMM_ATTENTION = """\
+import torch
+import torch.nn as nn
+
+
+class Attention(nn.Module):
+    def __init__(self, dim, num_heads, fused):
+        super().__init__()
+        assert dim % num_heads == 0
+        self.num_heads = num_heads
+        self.head_dim = dim // num_heads
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
+        {layers}
+        self.pool = make_pool(dim)
+
+    def forward(self, x):
+        B, N, C = x.shape
+        {body}
+"""
+
+# the layers built on one branch only: `None` on the other, or never stored there
+ONE_BRANCH = {
+    "none": (
+        "if fused:\n            self.q = None\n        else:\n"
+        "            self.q = nn.Linear(dim, dim)"
+    ),
+    "unset": "if not fused:\n            self.q = nn.Linear(dim, dim)",
+}
+
+
+def _timm_findings(layers: str, body: str) -> list[str]:
+    text = TIMM_ATTENTION.format(
+        layers=layers, body=textwrap.dedent(body).replace("\n", "\n        ")
+    )
+    rules = [rule() for rule in all_rules()]
+    return [d.code for d in lint_source(text.encode(), "snippet.py", rules).diagnostics]
+
+
+@pytest.mark.parametrize("layers", ONE_BRANCH.values(), ids=ONE_BRANCH)
+@pytest.mark.parametrize(
+    ("split", "found"),
+    [
+        ("reshape(B, self.num_heads, N, self.head_dim)", ["SC102"]),
+        ("reshape(B, N, self.num_heads, self.head_dim).transpose(1, 2)", []),
+    ],
+)
+def test_a_layer_built_on_one_branch_is_that_layer_where_it_is_called(
+    layers: str, split: str, found: list[str]
+) -> None:
+    """``self.q = None`` (or nothing) where a fused layer replaces it: where ``self.q(x)`` runs,
+    it is the layer the other branch built."""
+    assert _timm_findings(layers, f"q = self.q(x).{split}") == found
+
+
+@pytest.mark.parametrize(
+    ("split", "found"),
+    [
+        ("reshape(B, self.num_heads, N + 1, self.head_dim)", ["SC102"]),
+        ("reshape(B, N + 1, self.num_heads, self.head_dim).transpose(1, 2)", []),
+    ],
+)
+def test_a_size_plus_one_counts_the_tokens_with_a_class_token(split: str, found: list[str]) -> None:
+    """``N + 1`` is the size ``cat`` gives the tokens with the class token in front."""
+    body = f"""\
+        x = torch.cat([self.cls_token.expand(B, -1, -1), x], dim=1)
+        q = nn.functional.linear(x, torch.ones(C, C)).{split}
+        """
+    assert _timm_findings("", body) == found
+
+
+@pytest.mark.parametrize(
+    ("merge", "found"),
+    [
+        ("out.reshape(B, N, self.num_heads * self.head_dim)", ["SC103"]),
+        ("out.transpose(1, 2).reshape(B, N, self.num_heads * self.head_dim)", []),
+    ],
+)
+def test_a_merge_counts_the_positions_the_analysis_could_not(merge: str, found: list[str]) -> None:
+    """Queries from a layer the analysis does not know have ``?`` positions; a merge into
+    ``[B, N, H*D]`` holds as many elements, so there were ``N``."""
+    body = f"""\
+        q = nn.functional.linear(self.pool(x), torch.ones(C, C))
+        q = q.reshape(B, -1, self.num_heads, self.head_dim).transpose(1, 2)
+        out = q.softmax(dim=-1)
+        merged = {merge}
+        """
+    assert _timm_findings("", body) == found
+
+
+def test_a_size_the_code_writes_is_kept_over_one_solved_from_an_unknown() -> None:
+    text = TIMM_ATTENTION.format(
+        layers="",
+        body="q = nn.functional.linear(self.pool(x), torch.ones(C, C))\n"
+        "        q = q.reshape(B, -1, C)\n        merged = q.reshape(B, N, C)",
+    )
+    [forward] = [f for f in analyse(ast.parse(text), text).functions if f.name.endswith("forward")]
+    [merged] = [fact for _, name, fact in forward.bindings if name == "merged"]
+    assert isinstance(merged, TensorFact)
+    assert [str(dim) for dim in merged.shape or ()] == ["B", "N", "C"]
+
+
+@pytest.mark.parametrize(
+    ("left", "right", "shape"),
+    [
+        ("BHLL", "1???", "BHLL"),  # scores + a bias of unknown sizes keep the scores' shape
+        ("BHLL", "LL", "BHLL"),
+        ("B1L", "?H?", "BHL"),  # a size 1 broadcasts to whatever the other side is
+        ("1?", "??", "??"),  # unknown on both sides: unknown
+    ],
+)
+def test_a_size_known_on_one_side_of_a_broadcast_is_the_result(
+    left: str, right: str, shape: str
+) -> None:
+    from shapecheck.analysis.ops import broadcast_shapes
+
+    sizes = {"B": B, "H": H, "L": L, "1": Dim.constant(1)}
+
+    def parsed(written: str) -> tuple[Dim, ...]:
+        return tuple(sizes[c] if c in sizes else Dim.symbol("?") for c in written)
+
+    result = broadcast_shapes(parsed(left), parsed(right))
+    assert result is not None
+    assert "".join(str(dim) for dim in result) == shape
+
+
+@pytest.mark.parametrize(
+    ("split", "found"),
+    [
+        ("reshape(B, self.num_heads, N, self.head_dim)", ["SC102"]),
+        ("reshape(B, N, self.num_heads, self.head_dim).transpose(1, 2)", []),
+    ],
+)
+def test_a_layer_class_given_or_a_norm_by_default_keeps_the_shape(
+    split: str, found: list[str]
+) -> None:
+    """``norm_layer = norm_layer or nn.LayerNorm`` (timm): the layers it builds keep the shape,
+    whichever class it is."""
+    layers = (
+        "norm_layer = fused or nn.LayerNorm\n        self.norm = norm_layer(dim)\n"
+        "        self.k = nn.Linear(dim, dim)"
+    )
+    assert _timm_findings(layers, f"k = self.k(self.norm(x)).{split}") == found
+
+
+@pytest.mark.parametrize(
+    ("split", "found"),
+    [
+        ("reshape(B, self.num_heads, N, self.head_dim)", ["SC102"]),
+        ("reshape(B, N, self.num_heads, self.head_dim).transpose(1, 2)", []),
+    ],
+)
+def test_layers_built_from_either_width_give_the_width_they_agree_on(
+    split: str, found: list[str]
+) -> None:
+    """IDEFICS's cross-attention keys: ``nn.Linear(kv_dim, dim)`` on one branch, ``nn.Linear(dim,
+    dim)`` on the other; either gives ``dim`` features."""
+    layers = (
+        "if fused:\n            self.k = nn.Linear(2 * dim, dim)\n        else:\n"
+        "            self.k = nn.Linear(dim, dim)"
+    )
+    assert _timm_findings(layers, f"k = self.k(x).{split}") == found

@@ -401,7 +401,8 @@ def test_hover_on_a_tensor_shows_its_shape_role_and_layout(client: Client, tmp_p
     reply = hover(client, uri, position(EXAMPLE, "scores = "))
     assert reply["contents"] == {
         "kind": "markdown",
-        "value": "`scores: [batch, ?, q_len, self.head_dim]` · attention scores, not scaled"
+        "value": "`scores: [batch, self.num_heads, q_len, self.head_dim]` · attention scores, "
+        "not scaled"
         "\n\nlayout: contiguous",
     }
     assert offset(EXAMPLE, reply["range"]["start"]) == EXAMPLE.index("scores = ")
@@ -465,7 +466,9 @@ def test_inlay_hints_show_each_assignments_shape(hinting: Client, tmp_path: Path
     shown = [(EXAMPLE[: offset(EXAMPLE, h["position"])].split()[-1], h["label"]) for h in hints]
     heads = "[batch, self.num_heads, q_len, self.head_dim]"
     unknown = "[batch, self.num_heads, ?, self.head_dim]"
-    swapped = "[batch, ?, q_len, self.head_dim]"  # what SC201's wrong transpose makes
+    # what SC201's wrong transpose makes: the last axis is the features, not the keys (the
+    # heads broadcast against the keys' unknown length, so they are the heads where it runs)
+    swapped = "[batch, self.num_heads, q_len, self.head_dim]"
     assert shown == [
         ("q", f": {heads}"),
         ("k", f": {unknown}"),
@@ -473,7 +476,7 @@ def test_inlay_hints_show_each_assignments_shape(hinting: Client, tmp_path: Path
         ("scores", f": {swapped}"),
         ("weights", f": {swapped}"),
         ("out", f": {swapped}"),
-        ("out", ": [batch, q_len, ?*self.head_dim]"),
+        ("out", ": [batch, q_len, d_model]"),
     ]
     assert all(h["kind"] == 1 for h in hints)  # a type
     assert hints[3]["tooltip"] == f"scores: {swapped} · attention scores, not scaled"

@@ -281,6 +281,27 @@ def test_a_configuration_that_checks_the_division_is_the_constructors_check(
     assert findings(folder / "modeling.py") == expected
 
 
+@pytest.mark.parametrize(
+    ("text_check", "expected"),
+    [(RAISES, set()), ("pass", {(9, "SC502")})],  # the text configuration checks nothing
+)
+def test_a_configuration_of_either_class_is_checked_where_each_class_checks(
+    tmp_path: Path, text_check: str, expected: set[tuple[int, str]]
+) -> None:
+    """CLIP's attention takes ``config: VisionConfig | TextConfig``: the division is checked
+    where each of them checks it."""
+    configuration = textwrap.dedent(CONFIG).replace("CHECK", RAISES) + textwrap.dedent(
+        CONFIG
+    ).replace("Config", "TextConfig")
+    modeling = ATTENTION.replace("import Config", "import Config, TextConfig").replace(
+        "config: Config", "config: Config | TextConfig"
+    )
+    folder = package(
+        tmp_path, configuration=configuration.replace("CHECK", text_check), modeling=modeling
+    )
+    assert findings(folder / "modeling.py") == expected
+
+
 def test_a_configuration_read_through_its_dictionaries_and_the_constructors_callers(
     tmp_path: Path,
 ) -> None:

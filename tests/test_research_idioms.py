@@ -126,7 +126,8 @@ def test_keys_joined_to_earlier_ones_are_as_long_as_both() -> None:
 
 def test_a_bias_of_unknown_sizes_broadcasts_onto_the_scores() -> None:
     """beit's ``attn + self._get_rel_pos_bias()``, a ``[1, ?, ?, ?]`` bias: the scores keep
-    their axes (on a guess, which findings name), so a softmax over the wrong one is seen."""
+    their axes (the bias's unknown sizes must be theirs or 1), so a softmax over the wrong one
+    is seen."""
     body = QKV + (
         "scores = q @ k.transpose(-2, -1) * self.scale\n"
         "bias = x.new_zeros(()).view(1, -1, 1, 1)\n"
@@ -138,7 +139,6 @@ def test_a_bias_of_unknown_sizes_broadcasts_onto_the_scores() -> None:
     assert format_shape(facts["bias"].shape) == "[1, ?, 1, 1]"
     assert format_shape(facts["biased"].shape) == "[b, self.heads, n, n]"
     assert format_shape(facts["other"].shape) == "[b, self.heads, n, n]"
-    assert facts["biased"].guess == "`bias` broadcasts onto the other operand"
     assert findings(body, "-1") == ["SC303"]
 
 

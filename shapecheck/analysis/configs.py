@@ -136,18 +136,23 @@ class _Reader:
 
     def validated(self, division: ast.BinOp, function: FunctionNode) -> bool:
         """Do the sizes ``division`` divides come from one configuration class that
-        validates the division for every value they can hold?"""
+        validates the division for every value they can hold? (A configuration of one of
+        several classes, ``config: VisionConfig | TextConfig``, gives both sizes from the
+        same class: each must validate.)"""
         numerators = self.origins(division.left, function, 0)
         denominators = self.origins(division.right, function, 0)
         if not numerators or not denominators:
             return False
-        pairs = [(a, b) for a in numerators for b in denominators]
+        if not all(isinstance(o, Attribute) for o in numerators | denominators):
+            return False
+        configs = {o.config for o in numerators if isinstance(o, Attribute)}
+        if configs != {o.config for o in denominators if isinstance(o, Attribute)}:
+            return False
         return all(
-            isinstance(a, Attribute)
-            and isinstance(b, Attribute)
-            and a.config == b.config
-            and a.config.validates(a.name, b.name)
-            for a, b in pairs
+            a.config.validates(a.name, b.name)
+            for a in numerators
+            for b in denominators
+            if isinstance(a, Attribute) and isinstance(b, Attribute) and a.config == b.config
         )
 
     def origins(self, node: ast.expr, function: FunctionNode, depth: int) -> Origins:
@@ -226,12 +231,14 @@ class _Reader:
         if param is None:
             return None
         owner = self.owners.get(function)
-        written = _written_class(param.node.annotation)
-        if written is None and name == "config" and owner is not None:
+        written = _written_classes(param.node.annotation)
+        if not written and name == "config" and owner is not None:
             written = self._declared_config(owner)
-        if written is not None:
-            config = self._config(written)
-            return frozenset({Instance(config)}) if config is not None else None
+        if written:
+            configs = [self._config(each) for each in written]
+            if None in configs:
+                return None
+            return frozenset(Instance(config) for config in configs if config is not None)
         if owner is None or function.name != "__init__" or depth >= _MAX_CALLERS:
             return None
         sites = self._sites(owner.name)
@@ -258,7 +265,7 @@ class _Reader:
                         sites.append((node, function.node))
         return self._constructions.get(name, [])
 
-    def _declared_config(self, owner: ast.ClassDef) -> str | None:
+    def _declared_config(self, owner: ast.ClassDef) -> tuple[str, ...]:
         """``config: FooConfig`` (or ``config_class = FooConfig``) in the class or a base of
         this module: Hugging Face's way to say what its ``config`` parameter is."""
         seen: set[str] = set()
@@ -274,17 +281,17 @@ class _Reader:
                     and isinstance(statement.target, ast.Name)
                     and statement.target.id == "config"
                 ):
-                    return _written_class(statement.annotation)
+                    return _written_classes(statement.annotation)
                 if isinstance(statement, ast.Assign) and [
                     dotted_name(t) for t in statement.targets
                 ] == ["config_class"]:
-                    return _written_class(statement.value)
+                    return _written_classes(statement.value)
             pending += [
                 self.classes[base.id]
                 for base in current.bases
                 if isinstance(base, ast.Name) and base.id in self.classes
             ]
-        return None
+        return ()
 
     def _config(self, written: str) -> ConfigClass | None:
         found = self.scope.class_definition(written)
@@ -450,25 +457,29 @@ def _argument(call: ast.Call, positional: list[str], name: str) -> ast.expr | No
     return call.args[index] if index < len(call.args) else None
 
 
-def _written_class(annotation: ast.expr | None) -> str | None:
-    """The class an annotation names: ``FooConfig``, ``"FooConfig"``, ``FooConfig | None``,
-    ``Optional[FooConfig]``."""
+def _written_classes(annotation: ast.expr | None) -> tuple[str, ...]:
+    """The classes an annotation names: ``FooConfig``, ``"FooConfig"``, ``FooConfig | None``,
+    ``Optional[FooConfig]``; each of a union (``VisionConfig | TextConfig``: CLIP's attention
+    takes either). Empty where it names something else too."""
     match annotation:
         case ast.Constant(value=str(text)):
-            return text if text.replace(".", "").isidentifier() else None
+            return (text,) if text.replace(".", "").isidentifier() else ()
         case ast.BinOp(op=ast.BitOr(), left=left, right=right):
-            if isinstance(right, ast.Constant) and right.value is None:
-                return _written_class(left)
-            if isinstance(left, ast.Constant) and left.value is None:
-                return _written_class(right)
-            return None
+            sides = [side for side in (left, right) if not _is_none(side)]
+            named = [_written_classes(side) for side in sides]
+            return () if not all(named) else tuple(name for each in named for name in each)
         case ast.Subscript(value=generic, slice=inner):
             if (dotted_name(generic) or "").rsplit(".", 1)[-1] == "Optional":
-                return _written_class(inner)
-            return None
+                return _written_classes(inner)
+            return ()
         case ast.Name() | ast.Attribute():
-            return dotted_name(annotation)
-    return None
+            name = dotted_name(annotation)
+            return (name,) if name is not None else ()
+    return ()
+
+
+def _is_none(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
 
 
 def _statements_in(body: Sequence[ast.stmt]) -> Iterator[ast.stmt]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import functools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -483,7 +483,7 @@ class Interpreter:
         if not branches:
             self.env = before
             return False
-        self.env = _join_environments(branches)
+        self.env = self._joined(before, branches)
         return True
 
     def _loop(self, statement: ast.For | ast.AsyncFor | ast.While) -> None:
@@ -494,7 +494,7 @@ class Interpreter:
             self._bind(statement.target, UNKNOWN)
         before = dict(self.env)
         self.run_block(statement.body)
-        self.env = _join_environments([before, self.env])
+        self.env = self._joined(before, [before, self.env])
         self.run_block(statement.orelse)
 
     def _try(self, statement: ast.Try | ast.TryStar) -> None:
@@ -503,14 +503,33 @@ class Interpreter:
         if self.run_block(statement.body) and self.run_block(statement.orelse):
             outcomes.append(self.env)
         for handler in statement.handlers:
-            self.env = _join_environments([before, *outcomes]) if outcomes else dict(before)
+            self.env = self._joined(before, [before, *outcomes]) if outcomes else dict(before)
             if handler.name is not None:
                 self._forget_name(handler.name)
                 self.env[handler.name] = UNKNOWN
             if self.run_block(handler.body):
                 outcomes.append(self.env)
-        self.env = _join_environments(outcomes) if outcomes else before
+        self.env = self._joined(before, outcomes) if outcomes else before
         self.run_block(statement.finalbody)
+
+    def _joined(self, before: dict[str, Fact], branches: list[dict[str, Fact]]) -> dict[str, Fact]:
+        """The branches' environments joined. An attribute of ``self`` that some branches store
+        and nothing stored before (``if qkv_separate: self.q = nn.Linear(...)``) does not
+        exist on the other paths: where the code reads it, it is what those branches stored."""
+        model = self.class_model
+        never_set: set[str] = set()
+        if model is not None:
+            never_set = {
+                key
+                for branch in branches
+                for key in branch
+                if key not in before
+                and key.startswith("self.")
+                and key.count(".") == 1
+                and key[5:] not in model.attributes
+                and key[5:] not in model.methods
+            }
+        return _join_environments(branches, never_set)
 
     def _define(self, node: FunctionNode) -> None:
         closure = self.context.visible(node, self.env)
@@ -773,9 +792,13 @@ class Interpreter:
                     dtype="bool",
                     polarity=_compared_polarity(facts, operators, comparators),
                 )
-            case ast.BoolOp(values=values):
-                for value in values:
-                    self.eval(value)
+            case ast.BoolOp(op=operator, values=values):
+                facts = [self.eval(value) for value in values]
+                # ``norm_layer or nn.LayerNorm``: one of the values, whichever is truthy (not
+                # sizes: ``dim_out or dim`` stays a size of its own, named where it is used)
+                numbers = any(isinstance(fact, IntFact | ScalarFact) for fact in facts)
+                if isinstance(operator, ast.Or) and not numbers:
+                    return functools.reduce(join, facts)
                 return UNKNOWN
             case ast.NamedExpr(target=target, value=value):
                 fact = self.eval(value)
@@ -2155,18 +2178,24 @@ def _callee_parameters(function: FunctionRef) -> list[Parameter]:
     return params
 
 
-def _join_environments(environments: list[dict[str, Fact]]) -> dict[str, Fact]:
-    first, *others = environments
+def _join_environments(
+    environments: list[dict[str, Fact]], never_set: Container[str] = ()
+) -> dict[str, Fact]:
+    """What is known of each name after the branches join: a name missing from a branch is
+    unknown there, unless ``never_set`` holds it (no value exists on that path, so where the
+    code reads it, it is a branch's that set it)."""
     joined: dict[str, Fact] = {}
-    for name, fact in first.items():
-        merged: Fact | None = fact
-        for other in others:
-            if name not in other:
-                merged = None
+    for name in dict.fromkeys(name for environment in environments for name in environment):
+        merged: Fact | None = None
+        for environment in environments:
+            fact = environment.get(name)
+            if fact is None and name not in never_set:
                 break
-            merged = join(merged, other[name]) if merged is not None else None
-        if merged is not None:
-            joined[name] = merged
+            if fact is not None:
+                merged = join(merged, fact) if merged is not None else fact
+        else:
+            if merged is not None:
+                joined[name] = merged
     return joined
 
 

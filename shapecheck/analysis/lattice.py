@@ -20,7 +20,7 @@ the likely truth is that both branches make the same kind of tensor: the other b
 are kept, marked ``uncertain`` (findings may rest on them, since the code is wrong on that
 branch; "this does nothing" findings and safe fixes may not). Branches that *conflict* (a
 tensor on one side, a number on the other) leave a conflict. ``None`` on one side is an
-optional tensor: where the code uses it as a tensor, it is the other side's, for certain.
+optional tensor or layer: where the code uses it as one, it is the other side's, for certain.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from shapecheck.analysis.facts import (
     IntFact,
     ModuleFact,
     NoneFact,
+    QualifiedName,
     TensorFact,
     TupleFact,
     Unknown,
@@ -248,13 +249,19 @@ def missing_rules(record: type) -> list[str]:
     ]
 
 
+_OPTIONAL = (TensorFact, ModuleFact)
+"""What ``None`` on another branch leaves as it was: ``self.q_proj = None`` where a fused layer
+replaces it (``if self.qkv is not None: ... else: self.q_proj(x)``) is called only where it is
+the layer."""
+
+
 def join(left: Fact, right: Fact) -> Fact:
     """What is still known after control flow merges two values (see the module docstring)."""
     if left is right:
         return left
-    if isinstance(left, NoneFact) and isinstance(right, TensorFact):
-        return right  # an optional tensor: where it is used as one, it is this one
-    if isinstance(right, NoneFact) and isinstance(left, TensorFact):
+    if isinstance(left, NoneFact) and isinstance(right, _OPTIONAL):
+        return right  # an optional tensor or layer: where it is used as one, it is this one
+    if isinstance(right, NoneFact) and isinstance(left, _OPTIONAL):
         return left
     if isinstance(left, Unknown) or isinstance(right, Unknown):
         return _with_unknown(left, right)
@@ -267,6 +274,10 @@ def join(left: Fact, right: Fact) -> Fact:
     if _keeps_shape(left) and _keeps_shape(right):
         uncertain = any(isinstance(m, ModuleFact) and m.uncertain for m in (left, right))
         return ModuleFact(SAME_SHAPE, uncertain=uncertain)
+    if isinstance(left, ModuleFact) and isinstance(right, ModuleFact):
+        joined = _join_layers(left, right)
+        if joined is not None:
+            return joined
     if (
         isinstance(left, TupleFact)
         and isinstance(right, TupleFact)
@@ -286,7 +297,39 @@ def _with_unknown(left: Fact, right: Fact) -> Fact:
     if unknown.reason != "conflict" and _keeps_shape(known):
         # norm_layer(dim) if qk_norm else nn.Identity(): some layer that keeps the shape
         return ModuleFact(SAME_SHAPE, uncertain=True)
+    if (
+        unknown.reason != "conflict"
+        and isinstance(known, QualifiedName)
+        and known.name in SHAPE_PRESERVING
+    ):
+        # norm_layer or nn.LayerNorm: some class whose layers keep the shape
+        return QualifiedName(SAME_SHAPE)
     return unknown  # a number or module known on one branch only is not kept
+
+
+def _join_layers(left: ModuleFact, right: ModuleFact) -> ModuleFact | None:
+    """Layers of one class that differ in their widths only (a cross-attention's keys built
+    from another width, ``nn.Linear(kv_dim, H * D)`` beside ``nn.Linear(E, H * D)``): that
+    class, each width where both agree, otherwise unknown."""
+    differ = {
+        field.name
+        for field in dataclasses.fields(ModuleFact)
+        if getattr(left, field.name) != getattr(right, field.name)
+    }
+    if left.kind != right.kind or not differ <= {"in_features", "out_features", "uncertain"}:
+        return None
+    return dataclasses.replace(
+        left,
+        in_features=_same_size(left.in_features, right.in_features),
+        out_features=_same_size(left.out_features, right.out_features),
+        uncertain=left.uncertain or right.uncertain,
+    )
+
+
+def _same_size(left: Dim | None, right: Dim | None) -> Dim | None:
+    if left == right:
+        return left
+    return None if left is None or right is None else Dim.symbol("?")
 
 
 def _keeps_shape(fact: Fact) -> bool:

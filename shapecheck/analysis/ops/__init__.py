@@ -241,7 +241,9 @@ def kept_contiguous(receiver: TensorFact, rank: int | None) -> Layout | None:
 def broadcast_shapes(
     left: tuple[Dim, ...] | None, right: tuple[Dim, ...] | None
 ) -> tuple[Dim, ...] | None:
-    """The shape of an elementwise op of the two (PyTorch's broadcasting rule)."""
+    """The shape of an elementwise op of the two (PyTorch's broadcasting rule). A size known
+    on one side only is the result's: the unknown one must be it or 1 (``scores + bias`` of
+    ``[1, ?, ?, ?]`` keeps the scores' ``[B, H, L, L]``)."""
     if left is None or right is None:
         return None
     rank = max(len(left), len(right))
@@ -249,9 +251,9 @@ def broadcast_shapes(
     padded_right = (Dim.constant(1),) * (rank - len(right)) + right
     shape = []
     for a, b in zip(padded_left, padded_right, strict=True):
-        if a == b or b.value == 1:
+        if a == b or b.value == 1 or (b.has_unknown and not a.has_unknown and a.value != 1):
             shape.append(a)
-        elif a.value == 1:
+        elif a.value == 1 or (a.has_unknown and not b.has_unknown):
             shape.append(b)
         else:
             shape.append(Dim.symbol("?"))

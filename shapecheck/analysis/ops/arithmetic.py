@@ -238,6 +238,8 @@ def arithmetic(context: OpContext, node: ast.AST, operator: str, left: Fact, rig
             return IntFact(
                 Dim.constant(values[0] + values[1] if operator == "+" else values[0] - values[1])
             )
+        if operator == "+":  # ``N + 1`` tokens with a class token: the size ``cat`` makes too
+            return IntFact(left.dim + right.dim)
         return UNKNOWN if operator != "/" else _number_arithmetic(operator, left, right)
     if _is_number(left) and _is_number(right):
         return _number_arithmetic(operator, left, right)
@@ -318,13 +320,6 @@ def _tensor_arithmetic(
         if known.shape is not None and len(known.shape) >= 2:
             shape = tuple(Dim.symbol("?") if dim.value == 1 else dim for dim in known.shape)
             guess = guess or f"`{_written(unknown)}` broadcasts onto the other operand"
-    elif shape is not None and left_tensor.shape is not None and right_tensor.shape is not None:
-        # scores + self._get_rel_pos_bias(), a [1, ?, ?, ?] bias: where one operand's size is
-        # unknown and the other's known, the unknown one broadcasts onto the known
-        shape, unknown_side = _sizes_kept(shape, left_tensor.shape, right_tensor.shape)
-        if unknown_side is not None:
-            operand = _operand(node, right=unknown_side == "right")
-            guess = guess or f"`{_written(operand)}` broadcasts onto the other operand"
     both_contiguous = (
         left_tensor.layout is not None
         and right_tensor.layout is not None
@@ -366,25 +361,6 @@ def _tensor_arithmetic(
         heads=_kept_heads(shape, left_tensor, right_tensor, context, node),
         positions=_phase(node, left_tensor, right_tensor),
     )
-
-
-def _sizes_kept(
-    shape: tuple[Dim, ...], left: tuple[Dim, ...], right: tuple[Dim, ...]
-) -> tuple[tuple[Dim, ...], str | None]:
-    """``shape``, broadcast from ``left`` and ``right``, with each axis one operand knows and
-    the other does not (``?``) taking the known size; and the side (``"left"``, ``"right"``)
-    that did not know it, where the known one is an activation (two axes or more)."""
-    rank = len(shape)
-    padded_left = (None,) * (rank - len(left)) + left
-    padded_right = (None,) * (rank - len(right)) + right
-    sizes, unknown_side = list(shape), None
-    for axis, (a, b) in enumerate(zip(padded_left, padded_right, strict=True)):
-        if a is None or b is None or not sizes[axis].has_unknown or a.has_unknown == b.has_unknown:
-            continue
-        known, side = (a, "right") if b.has_unknown else (b, "left")
-        if len(left if side == "right" else right) >= 2:
-            sizes[axis], unknown_side = known, unknown_side or side
-    return tuple(sizes), unknown_side
 
 
 def _phase(node: ast.AST, left: TensorFact, right: TensorFact) -> Positions | None:

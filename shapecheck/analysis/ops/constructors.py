@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from shapecheck.analysis.dims import Dim
 from shapecheck.analysis.facts import (
+    SAME_SHAPE,
     SHAPE_PRESERVING,
     UNKNOWN,
     DtypeOf,
@@ -191,3 +192,10 @@ def softmax_constructor(call: OpCall) -> Fact:
 @function_op(*SHAPE_PRESERVING)
 def plain_module(call: OpCall) -> Fact:
     return ModuleFact(call.name)
+
+
+@function_op(SAME_SHAPE)
+def same_shape_module(call: OpCall) -> Fact:
+    """A layer of one of several classes that keep the shape (``norm_layer or nn.LayerNorm``):
+    which one, the analysis cannot tell."""
+    return ModuleFact(SAME_SHAPE, uncertain=True)

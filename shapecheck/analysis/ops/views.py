@@ -70,9 +70,21 @@ def _target_shape(receiver: TensorFact, sizes: list[Dim | None]) -> tuple[Dim, .
         ]
     if len(missing) == 1:
         known = [size for index, size in enumerate(sizes) if index != missing[0] and size]
-        # what fits, by definition: no division is relied on to get it
-        solved = replace(product(receiver.shape).floordiv(product(known)), assumes=frozenset())
-        if not exact_only or len(solved.quotients) <= sum(len(d.quotients) for d in receiver.shape):
+        count, written = product(receiver.shape), product(known)
+        # What fits, by definition: no division is relied on to get it. But a ``-1`` is what
+        # the old sizes leave, ``H * (E // H)`` merged, which is ``E`` only if ``H`` divides
+        # ``E``: it keeps that division for whatever reads it as ``E`` (a layer built ``E``
+        # wide). A division whose ``E`` the view writes itself is relied on by the view.
+        relied = frozenset(
+            quotient
+            for quotient in count.assumes
+            if not exact_only and not set(quotient.numerator.factors) & set(written.factors)
+        )
+        solved = replace(count.floordiv(written), assumes=relied)
+        # a size the code writes is kept over one solved from an unknown (``?``)
+        solvable = not solved.has_unknown
+        quotients = len(solved.quotients) <= sum(len(d.quotients) for d in receiver.shape)
+        if not exact_only or (solvable and quotients):
             sizes = list(sizes)
             sizes[missing[0]] = solved
     return tuple(size if size is not None else Dim.symbol("?") for size in sizes)
@@ -88,12 +100,11 @@ def _view_like(call: OpCall, sizes: list[Dim | None] | None, *, copies: bool) ->
     if layout is _FAILED_VIEW:
         layout = Layout.contiguous(len(shape))  # go on as if the author had fixed it
     elif receiver.shape is not None and isinstance(call.node, ast.Call):
-        moved = reinterpreted_axis(receiver.shape, shape)
+        counted = _counted(receiver.shape, shape)
+        moved = reinterpreted_axis(counted, shape)
         if moved is not None:
             call.context.observe(
-                ReinterpretingView(
-                    call.node, call.anchor, receiver.shape, shape, moved, receiver.guess
-                )
+                ReinterpretingView(call.node, call.anchor, counted, shape, moved, receiver.guess)
             )
         channels = moved_channels(receiver.shape, shape)
         if channels is not None:
@@ -125,6 +136,20 @@ def _view_like(call: OpCall, sizes: list[Dim | None] | None, *, copies: bool) ->
         heads=_split_heads(call, old, shape),
         channels=_kept_channels(receiver, shape),
     )
+
+
+def _counted(old: tuple[Dim, ...], new: tuple[Dim, ...]) -> tuple[Dim, ...]:
+    """``old`` with its one unknown size solved from the element count of ``new``, which a view
+    must keep: ``[B, H, ?, D]`` viewed as ``[B, L, H*D]`` holds ``L`` positions."""
+    unknown = [axis for axis, dim in enumerate(old) if dim.has_unknown]
+    if len(unknown) != 1 or any(dim.has_unknown for dim in new):
+        return old
+    [axis] = unknown
+    solved = product(new).floordiv(product(old[:axis] + old[axis + 1 :]))
+    if solved.quotients:
+        return old
+    # what fits, by definition: no division is relied on to get it
+    return (*old[:axis], replace(solved, assumes=frozenset()), *old[axis + 1 :])
 
 
 def _split_heads(
