@@ -360,12 +360,15 @@ def _is_one(node: ast.expr) -> bool:
 
 
 def merge_heads_without_transpose(source: Source) -> Iterator[Edit]:
-    """``x.transpose(1, 2).reshape(B, L, D)`` (or ``.contiguous().view``) -> ``x.reshape(...)``:
-    the heads are merged in the wrong order (features of different tokens interleave)."""
+    """``x.transpose(1, 2).reshape(B, L, D)`` (or ``.contiguous().view``) -> ``x.reshape(...)``,
+    where ``L`` is not written as 1: the heads are merged in the wrong order (features of
+    different tokens interleave)."""
     for node in ast.walk(source.module):
         merge = _method(node, "view", "reshape")
         if merge is None or not _merges(merge):
             continue
+        if any(_is_one(argument) for argument in merge.args[1:2]):
+            continue  # one query (a class token): the swap moves a size-1 axis, nothing else
         inner = merge.func.value  # type: ignore[attr-defined]
         contiguous = _method(inner, "contiguous")
         if contiguous is not None:
