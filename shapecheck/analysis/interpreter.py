@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import functools
-from collections.abc import Container, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -519,12 +519,11 @@ class Interpreter:
         model = self.class_model
         never_set: set[str] = set()
         if model is not None:
+            stored = set().union(*(branch.keys() - before.keys() for branch in branches))
             never_set = {
                 key
-                for branch in branches
-                for key in branch
-                if key not in before
-                and key.startswith("self.")
+                for key in stored
+                if key.startswith("self.")
                 and key.count(".") == 1
                 and key[5:] not in model.attributes
                 and key[5:] not in model.methods
@@ -2179,23 +2178,27 @@ def _callee_parameters(function: FunctionRef) -> list[Parameter]:
 
 
 def _join_environments(
-    environments: list[dict[str, Fact]], never_set: Container[str] = ()
+    environments: list[dict[str, Fact]], never_set: Collection[str] = ()
 ) -> dict[str, Fact]:
     """What is known of each name after the branches join: a name missing from a branch is
     unknown there, unless ``never_set`` holds it (no value exists on that path, so where the
     code reads it, it is a branch's that set it)."""
+    first, *others = environments
     joined: dict[str, Fact] = {}
-    for name in dict.fromkeys(name for environment in environments for name in environment):
-        merged: Fact | None = None
-        for environment in environments:
-            fact = environment.get(name)
-            if fact is None and name not in never_set:
+    for name, fact in first.items():  # (the names of one branch: most are every branch's)
+        merged = fact
+        for other in others:
+            found = other.get(name)
+            if found is not None:
+                merged = join(merged, found)
+            elif name not in never_set:
                 break
-            if fact is not None:
-                merged = join(merged, fact) if merged is not None else fact
         else:
-            if merged is not None:
-                joined[name] = merged
+            joined[name] = merged
+    for name in sorted(never_set):  # (in one order whatever the hashes)
+        if name not in first:
+            facts = [environment[name] for environment in others if name in environment]
+            joined[name] = functools.reduce(join, facts)
     return joined
 
 
