@@ -342,3 +342,131 @@ def test_an_axis_length_named_by_an_unknown_is_a_size_of_its_own() -> None:
     [forward] = [f for f in functions if f.name == "Attention.forward"]
     [q] = [fact for _, name, fact in forward.bindings if name == "q"]
     assert isinstance(q, TensorFact) and format_shape(q.shape) == "[b, e//dim_head, n, dim_head]"
+
+
+CACHED = """\
+import torch
+import torch.nn as nn
+
+
+class Attention(nn.Module):
+    def __init__(self, batch, length, heads, head_dim):
+        super().__init__()
+        self.cache_k = torch.zeros(batch, length, heads, head_dim)
+
+    def forward(self, x, start_pos: int):
+        bsz, seqlen, _ = x.shape
+        keys = self.cache_k[:bsz, : start_pos + seqlen]
+        window = self.cache_k[:, start_pos : start_pos + seqlen]
+        last = self.cache_k[:, -seqlen:]
+        literal = self.cache_k[:, 2:5, :3]
+        shorter = self.cache_k[:, 1:]
+        stepped = self.cache_k[:, ::2]
+        mixed = self.cache_k[:, 1:-1]
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "shape"),
+    [
+        ("keys", "[bsz, (seqlen+start_pos), heads, head_dim]"),  # llama's KV cache
+        ("window", "[batch, seqlen, heads, head_dim]"),  # (start+n) - start
+        ("last", "[batch, seqlen, heads, head_dim]"),
+        ("literal", "[batch, 3, 3, head_dim]"),
+        ("shorter", "[batch, ?, heads, head_dim]"),  # length - 1: no size names it
+        ("stepped", "[batch, ?, heads, head_dim]"),
+        ("mixed", "[batch, ?, heads, head_dim]"),
+    ],
+)
+def test_a_slice_is_as_long_as_its_bounds_say(name: str, shape: str) -> None:
+    """A slice whose bounds are known sizes is ``stop - start`` long, taking the slice to lie
+    within the axis (code slices a cache up to what it filled)."""
+    assert _bound(CACHED, "Attention.forward", name) == shape
+
+
+def test_a_slice_of_an_axis_of_known_length_is_cut_where_python_cuts_it() -> None:
+    text = CACHED.replace("torch.zeros(batch, length,", "torch.zeros(batch, 4,")
+    assert _bound(text, "Attention.forward", "literal") == "[batch, 2, 3, head_dim]"
+
+
+def test_sums_and_differences_of_sizes() -> None:
+    start, length = Dim.symbol("start"), Dim.symbol("n")
+    assert (start + length) - start == length and (start + length) - length == start
+    assert Dim.constant(3) * length - length == Dim.constant(2) * length
+    assert length - length == Dim.constant(0) and Dim.constant(5) - Dim.constant(3) == Dim.constant(
+        2
+    )
+    assert (length - start).has_unknown  # no size names it
+
+
+RANK_TESTS = """\
+import torch
+from einops import repeat
+
+
+def attend(q, k, mask, x, bias):
+    before = k
+    if k.ndim == 3:
+        inside = k * 2
+        k = repeat(k, "b ... -> b h ...", h=q.shape[1])
+    elif k.dim() == 4:
+        four = k
+    after = k
+    if mask.dim() != 4:
+        raise ValueError("a 4-D mask")
+    guarded = mask
+    assert len(x.shape) == 2 and x.shape[0] > 0
+    asserted = x
+    if bias.ndim == 2:
+        kept = bias
+    untouched = bias
+    if bias is not None or bias.ndim == 2:
+        either = bias
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "shape"),
+    [
+        ("inside", "[?, ?, ?]"),  # where the test holds
+        ("k", "[?, q.shape[1], ?, ?]"),  # the branch's k: its rank known there
+        ("four", "[?, ?, ?, ?]"),  # elif
+        ("after", "?"),  # 4-D on one branch, of unknown rank on the other
+        ("guarded", "[?, ?, ?, ?]"),  # the code after the test runs only where it held
+        ("asserted", "[x.shape[0], ?]"),  # each test an `and` joins
+        ("either", "?"),  # `or`: neither need hold
+    ],
+)
+def test_a_rank_test_gives_the_rank_where_it_holds(name: str, shape: str) -> None:
+    """``if k.ndim == 3:`` (``k.dim()``, ``len(k.shape)``; ``!=`` for the other branch, an
+    ``assert``): where the test holds, the tensor has that rank; past the ``if``, where either
+    branch may have run, only what both say."""
+    functions = analyse(ast.parse(RANK_TESTS), RANK_TESTS).functions
+    [found] = [f for f in functions if f.name == "attend"]
+    facts = {bound: fact for node, bound, fact in found.bindings if bound == name}
+    assert isinstance(facts[name], TensorFact) and format_shape(facts[name].shape) == shape
+
+
+def test_a_rank_test_leaves_a_name_the_branch_did_not_bind_as_it_came() -> None:
+    """Past an ``if`` that ran either way, a parameter that only its test narrowed still holds
+    what was passed in (so uses after it still show its rank)."""
+    functions = analyse(ast.parse(RANK_TESTS), RANK_TESTS).functions
+    [found] = [f for f in functions if f.name == "attend"]
+    facts = {bound: fact for _, bound, fact in found.bindings}
+    [passed] = [fact for node, bound, fact in found.bindings if bound == "bias"]
+    assert facts["untouched"] is passed and format_shape(facts["kept"].shape) == "[?, ?]"
+
+
+def test_a_tensor_whose_rank_alone_a_test_gave_broadcasts_onto_the_scores() -> None:
+    """mpt: ``len(position_bias.shape) != 3`` raises, so the bias is 3-D, none of its sizes
+    known; added to the scores it broadcasts onto them, as one of unknown rank would (a
+    guess, said where a finding rests on it), so the scores keep their sizes."""
+    text = (
+        "import torch\n\n\n"
+        "def attend(scores, bias):\n"
+        "    b, h, i, j = scores.shape\n"
+        "    if len(bias.shape) != 3:\n"
+        "        raise ValueError('a 3-D bias')\n"
+        "    biased = scores + bias\n"
+    )
+    assert _bound(text, "attend", "biased") == "[b, h, i, j]"

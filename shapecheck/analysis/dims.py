@@ -141,7 +141,22 @@ class Dim:
         terms = tuple(sorted((self, other), key=_term_key))
         if terms not in _SUMS:
             _SUMS[terms] = Symbol.fresh(f"({'+'.join(_parenthesised(t) for t in terms)})")
+            _TERMS[_SUMS[terms]] = terms
         return Dim(1, (_SUMS[terms],), assumed)
+
+    def __sub__(self, other: Dim) -> Dim:
+        """The difference where sizes name it: like terms (``3*n - n`` is ``2*n``), a sum
+        less one of its terms (``(start+n) - start`` is ``n``); unknown (``?``) otherwise."""
+        assumed = self.assumes | other.assumes
+        if other.value == 0:
+            return replace(self, assumes=assumed)
+        if self.factors == other.factors:
+            coefficient = self.coefficient - other.coefficient
+            return Dim(coefficient, self.factors if coefficient else (), assumed)
+        terms = _TERMS.get(self.factors[0]) if len(self.factors) == 1 else None
+        if terms is not None and self.coefficient == 1 and other in terms:
+            return replace(terms[1] if terms[0] == other else terms[0], assumes=assumed)
+        return Dim.symbol("?")
 
     @property
     def is_named(self) -> bool:
@@ -195,6 +210,8 @@ class Dim:
 
 _SUMS: dict[tuple[Dim, ...], Symbol] = {}
 """Each sum of two sizes made so far -> the size it is (so that equal sums compare equal)."""
+_TERMS: dict[Atom, tuple[Dim, ...]] = {}
+"""The other way: each sum -> its two terms (so that a sum less a term is the other)."""
 
 
 def _term_key(term: Dim) -> tuple[list[tuple[int, str, int]], int]:

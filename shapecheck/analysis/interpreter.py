@@ -37,6 +37,7 @@ from shapecheck.analysis.facts import (
     InstanceFact,
     IntFact,
     ModuleFact,
+    NoneFact,
     PrefixedShape,
     PrefixedSizes,
     QualifiedName,
@@ -92,6 +93,7 @@ from shapecheck.analysis.usage import (
     index_uses,
     method_uses,
     partner_uses,
+    rank_tests,
     shape_index_uses,
     shape_owner,
     size_name,
@@ -411,6 +413,7 @@ class Interpreter:
                 self._define(statement)
             case ast.Assert(test=test):
                 self.eval(test)
+                self._narrowed(rank_tests(test)[0])
                 self.observe(DivisibilityCheck(_names_in(test)))
             case ast.ClassDef(name=class_name):
                 self._forget_name(class_name)  # its body is analysed as methods
@@ -455,22 +458,41 @@ class Interpreter:
         self.eval(statement.test)
         if any(isinstance(line, ast.Raise) for line in statement.body):
             self.observe(DivisibilityCheck(_names_in(statement.test)))
+        holds, fails = rank_tests(statement.test)
         before = dict(self.env)
-        branches: list[dict[str, Fact]] = []
+        branches: list[tuple[dict[str, Fact], dict[str, TensorFact]]] = []
         guard = 1 if _tests_half_precision(statement.test) else 0
         self.half_precision_branches += guard
+        narrowed = self._narrowed(holds)
         if self.run_block(statement.body):
-            branches.append(self.env)
+            branches.append((self.env, narrowed))
         self.env = dict(before)
+        narrowed = self._narrowed(fails)
         falls_through = self.run_block(statement.orelse)  # ``elif`` is an ``if`` in ``orelse``
         self.half_precision_branches -= guard
         if falls_through:
-            branches.append(self.env)
+            branches.append((self.env, narrowed))
         if not branches:
             self.env = before
             return False
-        self.env = _join_environments(branches)
+        if len(branches) == 2:  # either may have run: a tested rank holds on one only
+            for env, tested in branches:
+                for key, fact in tested.items():
+                    if env.get(key) is fact:
+                        env[key] = before[key]
+        self.env = _join_environments([env for env, _ in branches])
         return True
+
+    def _narrowed(self, tests: list[tuple[str, int]]) -> dict[str, TensorFact]:
+        """Where a rank test holds (``x.ndim == 3``, see ``usage.rank_tests``), the tensors of
+        unknown rank it tests, bound to that rank: what each is bound to now."""
+        narrowed: dict[str, TensorFact] = {}
+        for key, rank in tests if self.context.shapes else ():
+            fact = self.env.get(key)
+            if isinstance(fact, TensorFact) and fact.shape is None:
+                shaped = self._shaped(key, fact, RankByUse(rank))
+                self.env[key] = narrowed[key] = replace(shaped, rank_of=None)
+        return narrowed
 
     def _loop(self, statement: ast.For | ast.AsyncFor | ast.While) -> None:
         if isinstance(statement, ast.While):
@@ -1022,8 +1044,11 @@ class Interpreter:
         prefix = self._shape_prefix(node) or self._leading_sizes(node)
         if prefix is not None:
             return prefix
+        bounds: dict[ast.Slice, SliceBounds] = {}
         for piece in _subscript_pieces(node):
-            if not isinstance(piece, ast.Slice):
+            if isinstance(piece, ast.Slice):
+                bounds[piece] = SliceBounds(*(self._bound(b) for b in _slice_parts(piece)))
+            else:
                 self.eval(piece)
         index = _single_index(node)
         if isinstance(base, SizeFact | TupleFact) and index is None:
@@ -1052,8 +1077,13 @@ class Interpreter:
                 known = _last_size(self.env.get(owner), index)
                 return IntFact(known or self.symbol(f"{owner}.shape[{index}]"))
         if isinstance(base, TensorFact):
-            return _index_tensor(base, node)
+            return _index_tensor(base, node, bounds)
         return UNKNOWN
+
+    def _bound(self, bound: ast.expr | None) -> Fact | None:
+        """A slice's bound (``None`` where it is left out, or written ``None``)."""
+        fact = self.eval(bound) if bound is not None else None
+        return None if isinstance(fact, NoneFact) else fact
 
     def _leading_sizes(self, node: ast.Subscript) -> SizeFact | None:
         """``x.shape[:k]`` (or ``x.size()[:k]``) of a tensor whose rank is unknown: its first
@@ -2205,7 +2235,55 @@ def _literal_int(node: ast.expr) -> int | None:
     return None
 
 
-def _index_tensor(tensor: TensorFact, node: ast.Subscript) -> Fact:
+@dataclass(frozen=True)
+class SliceBounds:
+    """What a slice's ``start``, ``stop`` and ``step`` hold (``None``: left out)."""
+
+    start: Fact | None
+    stop: Fact | None
+    step: Fact | None
+
+    def length(self, size: Dim) -> Dim:
+        """How long the slice of an axis of ``size`` is: Python's answer where all are
+        numbers, else ``stop - start`` where sizes name it (``self.cache_k[:bsz, : start_pos
+        + seqlen]``, ``x[:, -n:]``), taking the slice to lie within the axis, as code slices
+        a cache up to what it filled; unknown (``?``) otherwise (a step, ``x[1:]`` of a
+        named size)."""
+        unknown = Dim.symbol("?")
+        if self.step is not None:
+            return unknown
+        if self.start is None and self.stop is None:
+            return size
+        start = _size_of(self.start) if self.start is not None else Dim.constant(0)
+        stop = _size_of(self.stop) if self.stop is not None else None
+        if start is None or (self.stop is not None and stop is None):
+            return unknown
+        end = stop.value if stop is not None else None
+        if size.value is not None and start.value is not None and (stop is None or end is not None):
+            first, last, _ = slice(start.value, end).indices(size.value)
+            return Dim.constant(max(0, last - first))
+        if stop is None:  # x[-n:]: the last n
+            return Dim.constant(-1) * start if start.coefficient < 0 else unknown
+        if (start.coefficient < 0) != (stop.coefficient < 0):
+            return unknown
+        length = stop - start
+        return length if length.coefficient >= 0 else unknown
+
+
+def _size_of(fact: Fact) -> Dim | None:
+    """The size a slice bound holds, if the analysis knows it."""
+    if isinstance(fact, IntFact) and not fact.dim.has_unknown:
+        return fact.dim
+    return None
+
+
+def _slice_parts(piece: ast.Slice) -> tuple[ast.expr | None, ast.expr | None, ast.expr | None]:
+    return piece.lower, piece.upper, piece.step
+
+
+def _index_tensor(
+    tensor: TensorFact, node: ast.Subscript, bounds: Mapping[ast.Slice, SliceBounds]
+) -> Fact:
     """``x[...]`` with slices, integers, ``None`` and ``...``: the axes kept, dropped, added.
 
     Basic indexing returns a view: the memory order of the kept axes stays (a slice leaves
@@ -2243,8 +2321,7 @@ def _index_tensor(tensor: TensorFact, node: ast.Subscript) -> Fact:
         elif axis >= len(tensor.shape):
             return unknown
         elif isinstance(piece, ast.Slice):
-            full = piece.lower is None and piece.upper is None and piece.step is None
-            keep(axis, tensor.shape[axis] if full else Dim.symbol("?"))
+            keep(axis, bounds[piece].length(tensor.shape[axis]))
             axis += 1
         elif isinstance(piece, ast.UnaryOp) or (
             isinstance(piece, ast.Constant) and type(piece.value) is int
