@@ -470,3 +470,16 @@ def test_a_tensor_whose_rank_alone_a_test_gave_broadcasts_onto_the_scores() -> N
         "    biased = scores + bias\n"
     )
     assert _bound(text, "attend", "biased") == "[b, h, i, j]"
+
+
+def test_an_axis_of_unknown_size_expands_to_the_size_given() -> None:
+    """x-transformers' ``flash_attn``: ``assert mask.ndim == 4`` then ``mask.expand(batch,
+    heads, q_len, k_len)``: each axis of unknown size is 1 or already that size (PyTorch
+    raises otherwise), so the mask has the sizes given; its memory order is unknown."""
+    text = (
+        "import torch\n\n\n"
+        "def attend(mask, b: int, h: int):\n"
+        "    assert mask.ndim == 3\n"
+        "    grown = mask.expand(b, h, -1)\n"
+    )
+    assert _bound(text, "attend", "grown") == "[b, h, ?]"

@@ -420,6 +420,7 @@ def expand(call: OpCall) -> Fact:
     leading = len(sizes) - len(receiver.shape)
     shape: list[Dim] = []
     broadcast: list[int] = []
+    unsure = False  # an axis of unknown size: 1 and broadcast, or already as given
     for index, size in enumerate(sizes):
         if index < leading:
             shape.append(size if size is not None else Dim.symbol("?"))
@@ -430,9 +431,13 @@ def expand(call: OpCall) -> Fact:
         elif old.value == 1:
             shape.append(size)
             broadcast.append(index - leading)
+        elif old.has_unknown:  # PyTorch raises unless it is
+            shape.append(size)
+            unsure = True
         else:
             return unknown_shape(call)
-    layout = receiver.layout.materialise(len(receiver.shape)) if receiver.layout else None
+    layout = receiver.layout if not unsure else None
+    layout = layout.materialise(len(receiver.shape)) if layout is not None else None
     return flow(
         receiver,
         Family.VIEW,
