@@ -483,3 +483,74 @@ def test_an_axis_of_unknown_size_expands_to_the_size_given() -> None:
         "    grown = mask.expand(b, h, -1)\n"
     )
     assert _bound(text, "attend", "grown") == "[b, h, ?]"
+
+
+CHOSEN = """\
+from typing import Callable
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def double(t):
+    return t * 2
+
+
+def first(t):
+    return t[0]
+
+
+class Attend(nn.Module):
+    def __init__(self, sigmoid, doubled, custom: Callable | None = None):
+        super().__init__()
+        if sigmoid:
+            self.attn_fn = F.sigmoid
+        elif doubled:
+            self.attn_fn = double
+        else:
+            self.attn_fn = nn.Softmax(dim=-1)
+        self.mixed_fn = double if doubled else first
+        if custom is not None:
+            self.unsure_fn = custom
+        else:
+            self.unsure_fn = nn.Softmax(dim=-1)
+
+    def forward(self, x):
+        b, n, d = x.shape
+        chosen = self.attn_fn(x)
+        mixed = self.mixed_fn(x)
+        unsure = self.unsure_fn(x)
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "shape", "uncertain"),
+    [
+        ("chosen", "[b, n, d]", False),  # each of the three keeps the shape
+        ("mixed", "?", False),  # [b, n, d] or [n, d]: no rank they agree on
+        ("unsure", "[b, n, d]", True),  # a callable the analysis cannot follow, or a softmax
+    ],
+)
+def test_a_function_chosen_among_several_returns_what_their_results_share(
+    name: str, shape: str, uncertain: bool
+) -> None:
+    """x-transformers' ``self.attn_fn``, chosen in ``__init__`` among ``F.sigmoid``, a
+    function of the module and a softmax: a call is a call of each, and its result what their
+    results share (their join); one the analysis cannot follow leaves the others' result,
+    known on some paths only."""
+    functions = analyse(ast.parse(CHOSEN), CHOSEN).functions
+    [forward] = [f for f in functions if f.name == "Attend.forward"]
+    [fact] = [fact for _, bound, fact in forward.bindings if bound == name]
+    assert isinstance(fact, TensorFact) and format_shape(fact.shape) == shape
+    assert fact.uncertain is uncertain
+
+
+def test_coverage_counts_a_function_that_may_call_a_softmax_it_chose() -> None:
+    """``self.attn_fn(x)``, one of ``F.sigmoid``, a function and a softmax: a function that
+    computes attention on some paths, whose tensors ``--coverage`` counts."""
+    from shapecheck.coverage import coverage
+
+    report = coverage("chosen.py", analyse(ast.parse(CHOSEN), CHOSEN))
+    # ``__init__`` builds two softmaxes; ``forward`` may call each
+    assert (report.attention_functions, report.softmax_calls) == (2, 4)

@@ -334,6 +334,21 @@ class FunctionRef(Fact):
 
 
 @dataclass(frozen=True)
+class Choice(Fact):
+    """One of several callables, chosen where control flow joined (x-transformers'
+    ``self.attn_fn``: ``F.sigmoid``, a function of the module or ``partial(F.softmax,
+    dim=-1)``, by the constructor's flags). A call calls each, and what is known of its result
+    is what their results share: their join (see :mod:`~shapecheck.analysis.lattice`)."""
+
+    options: tuple[Fact, ...]
+    """Functions (of the module, or reached by import), modules and functions of the
+    module, none of them a :class:`Choice`."""
+    uncertain: bool = False
+    """Some path chose a callable the analysis does not follow: what a call returns is
+    known on the other paths only."""
+
+
+@dataclass(frozen=True)
 class ClassRef(Fact):
     """A class defined in the analysed module (calling it constructs an instance)."""
 

@@ -28,6 +28,7 @@ from shapecheck.analysis.facts import (
     SAME_SHAPE,
     SHAPE_PRESERVING,
     UNKNOWN,
+    Choice,
     ClassRef,
     DtypeOf,
     Fact,
@@ -1366,7 +1367,7 @@ class Interpreter:
             if self.record:
                 self.facts[func] = callee
             if not isinstance(
-                callee, QualifiedName | FunctionRef | ModuleFact | ClassRef | InstanceFact
+                callee, QualifiedName | FunctionRef | ModuleFact | ClassRef | InstanceFact | Choice
             ):
                 args, kwargs = self._arguments(node)
                 project = self.context.project
@@ -1382,6 +1383,22 @@ class Interpreter:
         project = self.context.project
         if project is not None and isinstance(callee, Unknown | QualifiedName):
             callee = project.called(self, callee, args, kwargs) or callee  # another file's
+        if isinstance(callee, Choice):  # what the results of every option share
+            results = [self._called(option, node, func, args, kwargs) for option in callee.options]
+            joined = functools.reduce(join, results)
+            return _uncertain(joined) if callee.uncertain else joined
+        return self._called(callee, node, func, args, kwargs)
+
+    def _called(
+        self,
+        callee: Fact,
+        node: ast.Call,
+        func: ast.expr,
+        args: list[Argument],
+        kwargs: dict[str, Argument],
+    ) -> Fact:
+        """``callee`` called with ``args``: a function by import, of the module, a class of
+        the module (constructed), a layer."""
         if isinstance(callee, QualifiedName):
             return self._qualified(callee.name, node, args, kwargs)
         if isinstance(callee, FunctionRef):

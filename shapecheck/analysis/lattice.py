@@ -35,11 +35,14 @@ from shapecheck.analysis.dims import Dim
 from shapecheck.analysis.facts import (
     SAME_SHAPE,
     SHAPE_PRESERVING,
+    Choice,
     Fact,
     FunctionRef,
+    ImportedName,
     IntFact,
     ModuleFact,
     NoneFact,
+    QualifiedName,
     TensorFact,
     TupleFact,
     Unknown,
@@ -267,6 +270,8 @@ def join(left: Fact, right: Fact) -> Fact:
     if _keeps_shape(left) and _keeps_shape(right):
         uncertain = any(isinstance(m, ModuleFact) and m.uncertain for m in (left, right))
         return ModuleFact(SAME_SHAPE, uncertain=uncertain)
+    if _chosen(left, right):
+        return _choice(left, right)
     if (
         isinstance(left, TupleFact)
         and isinstance(right, TupleFact)
@@ -281,12 +286,40 @@ def _with_unknown(left: Fact, right: Fact) -> Fact:
     assert isinstance(unknown, Unknown)
     if isinstance(known, Unknown):
         return known if known.reason == "conflict" else unknown
-    if unknown.reason != "conflict" and isinstance(known, TensorFact | FunctionRef):
+    if unknown.reason != "conflict" and isinstance(known, TensorFact | FunctionRef | Choice):
         return dataclasses.replace(known, uncertain=True)  # the eager attention beside kernels
     if unknown.reason != "conflict" and _keeps_shape(known):
         # norm_layer(dim) if qk_norm else nn.Identity(): some layer that keeps the shape
         return ModuleFact(SAME_SHAPE, uncertain=True)
+    if (
+        unknown.reason != "conflict"
+        and not isinstance(unknown, ImportedName)  # looked up in its file where it is called
+        and isinstance(known, ModuleFact)
+    ):
+        # custom_attn_fn if given else partial(F.softmax, dim=-1): the softmax, on some paths
+        return dataclasses.replace(known, uncertain=True)
     return unknown  # a number or module known on one branch only is not kept
+
+
+def _chosen(left: Fact, right: Fact) -> bool:
+    """Two callables either of which the code may call: functions of the module, modules,
+    choices among them, or a function reached by import beside one of those (two names
+    reached by import may be numbers or dtypes: ``torch.float16``)."""
+    functions = FunctionRef | ModuleFact | Choice
+    return (isinstance(left, functions) and isinstance(right, functions | QualifiedName)) or (
+        isinstance(right, functions) and isinstance(left, QualifiedName)
+    )
+
+
+def _choice(left: Fact, right: Fact) -> Choice:
+    """The callables of both sides (see :class:`~shapecheck.analysis.facts.Choice`)."""
+    options: list[Fact] = []
+    for side in (left, right):
+        for option in side.options if isinstance(side, Choice) else (side,):
+            if option not in options:
+                options.append(option)
+    uncertain = any(isinstance(side, Choice) and side.uncertain for side in (left, right))
+    return Choice(tuple(options), uncertain)
 
 
 def _keeps_shape(fact: Fact) -> bool:
