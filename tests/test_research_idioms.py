@@ -554,3 +554,71 @@ def test_coverage_counts_a_function_that_may_call_a_softmax_it_chose() -> None:
     report = coverage("chosen.py", analyse(ast.parse(CHOSEN), CHOSEN))
     # ``__init__`` builds two softmaxes; ``forward`` may call each
     assert (report.attention_functions, report.softmax_calls) == (2, 4)
+
+
+ROTATE_HALF = """\
+import torch
+
+
+def rotate_half(x):
+    x1 = x[..., : x.shape[-1] // 2]
+    x2 = x[..., x.shape[-1] // 2 :]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def attend(q):
+    b, h, n, d = q.shape
+    rotated = rotate_half(q)
+    rest = q[:, 1:]
+"""
+
+
+def test_rotating_halves_keeps_the_features() -> None:
+    """Every transformers model's ``rotate_half``: the second half starts at ``d // 2`` and
+    runs to the end, ``d - d//2`` long, which is ``d//2`` taking the halving to be exact (as
+    a view sizing a tensor by it does); the two halves joined are ``d`` again."""
+    assert _bound(ROTATE_HALF, "attend", "rotated") == "[b, h, n, d]"
+    assert _bound(ROTATE_HALF, "attend", "rest") == "[b, ?, n, d]"  # h - 1: no size names it
+
+
+def test_a_size_less_a_part_of_it_is_the_rest() -> None:
+    width = Dim.symbol("d")
+    half = width.floordiv(Dim.constant(2))
+    assert width - half == half and (width - half).assumes == frozenset(half.quotients)
+    assert half + half == width
+    third = width.floordiv(Dim.constant(3))
+    assert width - third == Dim.constant(2) * third
+    assert (width - Dim.constant(1)).has_unknown
+
+
+RELATIVE_SHIFT = """\
+import torch
+import torch.nn as nn
+
+
+class RelativeAttention(nn.Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.heads = heads
+        self.head_dim = dim // heads
+        self.pos = nn.Linear(dim, dim)
+
+    def forward(self, q, pos_emb):
+        b, h, n, d = q.shape
+        _, m, _ = pos_emb.shape
+        p = self.pos(pos_emb).view(b, m, self.heads, self.head_dim).permute(0, 2, 3, 1)
+        scores = torch.matmul(q, p)
+        shape = scores.shape
+        scores = nn.functional.pad(scores, (1, 0)).view(*shape[:2], shape[3] + 1, shape[2])
+        return scores[..., 1:, :].view(shape)
+"""
+
+
+def test_the_relative_shift_of_transformer_xl_is_no_head_split() -> None:
+    """wav2vec2-conformer's relative positions (Transformer-XL's skew): the scores padded by
+    a column, read as ``[.., m+1, n]``, the first row dropped and read back as ``[.., n, m]``.
+    The views move positions on purpose, from memory whose layout the pad hid: nothing proves
+    an axis moved onto other data (SC102 needs the receiver's memory order known)."""
+    rules = [rule() for rule in all_rules()]
+    found = lint_source(RELATIVE_SHIFT.encode(), "shift.py", rules).diagnostics
+    assert [d.code for d in found if d.code in ("SC102", "SC103")] == []

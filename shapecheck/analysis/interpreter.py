@@ -2263,9 +2263,9 @@ class SliceBounds:
     def length(self, size: Dim) -> Dim:
         """How long the slice of an axis of ``size`` is: Python's answer where all are
         numbers, else ``stop - start`` where sizes name it (``self.cache_k[:bsz, : start_pos
-        + seqlen]``, ``x[:, -n:]``), taking the slice to lie within the axis, as code slices
-        a cache up to what it filled; unknown (``?``) otherwise (a step, ``x[1:]`` of a
-        named size)."""
+        + seqlen]``, ``x[:, -n:]``, ``x[..., d // 2 :]``), taking the slice to lie within the
+        axis, as code slices a cache up to what it filled; unknown (``?``) otherwise (a step,
+        ``x[1:]`` of a named size)."""
         unknown = Dim.symbol("?")
         if self.step is not None:
             return unknown
@@ -2279,8 +2279,8 @@ class SliceBounds:
         if size.value is not None and start.value is not None and (stop is None or end is not None):
             first, last, _ = slice(start.value, end).indices(size.value)
             return Dim.constant(max(0, last - first))
-        if stop is None:  # x[-n:]: the last n
-            return Dim.constant(-1) * start if start.coefficient < 0 else unknown
+        if stop is None:  # x[-n:]: the last n; x[n:]: all but the first n
+            return Dim.constant(-1) * start if start.coefficient < 0 else size - start
         if (start.coefficient < 0) != (stop.coefficient < 0):
             return unknown
         length = stop - start

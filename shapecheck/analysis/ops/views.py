@@ -89,7 +89,9 @@ def _view_like(call: OpCall, sizes: list[Dim | None] | None, *, copies: bool) ->
         layout = Layout.contiguous(len(shape))  # go on as if the author had fixed it
     elif receiver.shape is not None and isinstance(call.node, ast.Call):
         moved = reinterpreted_axis(receiver.shape, shape)
-        if moved is not None:
+        # from memory laid out as nobody knows (Transformer-XL's relative shift: a pad, then
+        # views that move positions on purpose), no axis provably moves onto other data
+        if moved is not None and receiver.layout is not None:
             call.context.observe(
                 ReinterpretingView(
                     call.node, call.anchor, receiver.shape, shape, moved, receiver.guess
