@@ -622,3 +622,42 @@ def test_the_relative_shift_of_transformer_xl_is_no_head_split() -> None:
     rules = [rule() for rule in all_rules()]
     found = lint_source(RELATIVE_SHIFT.encode(), "shift.py", rules).diagnostics
     assert [d.code for d in found if d.code in ("SC102", "SC103")] == []
+
+
+PARTIAL = """\
+from functools import partial
+
+import torch
+import torch.nn as nn
+
+LinearNoBias = partial(nn.Linear, bias=False)
+
+
+def gate(t, scale):
+    return t * scale
+
+
+class Block(nn.Module):
+    def __init__(self, dim, hidden):
+        super().__init__()
+        self.proj = LinearNoBias(dim, hidden)
+        self.gate = partial(gate, scale=2.0)
+
+    def forward(self, x):
+        b, n, d = x.shape
+        projected = self.proj(x)
+        gated = self.gate(x)
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "shape"), [("projected", "[b, n, hidden]"), ("gated", "[b, n, d]")]
+)
+def test_a_partial_calls_its_function_with_the_arguments_it_bound(name: str, shape: str) -> None:
+    """x-transformers' ``LinearNoBias = partial(nn.Linear, bias=False)``, and a partial of a
+    function of the module: called, each is its function called with the arguments bound
+    first and the call's own after them."""
+    functions = analyse(ast.parse(PARTIAL), PARTIAL).functions
+    [forward] = [f for f in functions if f.name == "Block.forward"]
+    [fact] = [fact for _, bound, fact in forward.bindings if bound == name]
+    assert isinstance(fact, TensorFact) and format_shape(fact.shape) == shape

@@ -334,6 +334,17 @@ class FunctionRef(Fact):
 
 
 @dataclass(frozen=True)
+class Partial(Fact):
+    """``functools.partial(function, *args, **kwargs)`` of a callable the analysis follows
+    (x-transformers' ``LinearNoBias = partial(nn.Linear, bias=False)``): a call calls
+    ``function`` with these arguments first, the call's own after them."""
+
+    function: Fact
+    args: tuple[tuple[Fact, ast.expr], ...] = ()
+    kwargs: tuple[tuple[str, tuple[Fact, ast.expr]], ...] = ()
+
+
+@dataclass(frozen=True)
 class Choice(Fact):
     """One of several callables, chosen where control flow joined (x-transformers'
     ``self.attn_fn``: ``F.sigmoid``, a function of the module or ``partial(F.softmax,
@@ -360,6 +371,11 @@ class InstanceFact(Fact):
     """An instance of a class defined in the analysed module (calling it runs ``forward``)."""
 
     name: str
+
+
+CALLABLES = (QualifiedName, FunctionRef, ModuleFact, Choice, Partial, ClassRef, InstanceFact)
+"""Facts of what a call can follow: functions by import or of the module, layers, choices
+among them, partials of them, classes and instances of the module."""
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from shapecheck.analysis.annotations import (
 )
 from shapecheck.analysis.dims import Dim
 from shapecheck.analysis.facts import (
+    CALLABLES,
     NONE,
     OPPOSITE_POLARITY,
     SAME_SHAPE,
@@ -39,6 +40,7 @@ from shapecheck.analysis.facts import (
     IntFact,
     ModuleFact,
     NoneFact,
+    Partial,
     PrefixedShape,
     PrefixedSizes,
     QualifiedName,
@@ -1366,9 +1368,7 @@ class Interpreter:
             callee = self._member(func, receiver)
             if self.record:
                 self.facts[func] = callee
-            if not isinstance(
-                callee, QualifiedName | FunctionRef | ModuleFact | ClassRef | InstanceFact | Choice
-            ):
+            if not isinstance(callee, CALLABLES):
                 args, kwargs = self._arguments(node)
                 project = self.context.project
                 if isinstance(callee, ImportedName) and project is not None:
@@ -1398,7 +1398,10 @@ class Interpreter:
         kwargs: dict[str, Argument],
     ) -> Fact:
         """``callee`` called with ``args``: a function by import, of the module, a class of
-        the module (constructed), a layer."""
+        the module (constructed), a layer, a partial of one of them."""
+        if isinstance(callee, Partial):
+            kwargs = {**dict(callee.kwargs), **kwargs}
+            return self._called(callee.function, node, func, [*callee.args, *args], kwargs)
         if isinstance(callee, QualifiedName):
             return self._qualified(callee.name, node, args, kwargs)
         if isinstance(callee, FunctionRef):

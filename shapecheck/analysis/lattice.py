@@ -42,6 +42,7 @@ from shapecheck.analysis.facts import (
     IntFact,
     ModuleFact,
     NoneFact,
+    Partial,
     QualifiedName,
     TensorFact,
     TupleFact,
@@ -305,7 +306,7 @@ def _chosen(left: Fact, right: Fact) -> bool:
     """Two callables either of which the code may call: functions of the module, modules,
     choices among them, or a function reached by import beside one of those (two names
     reached by import may be numbers or dtypes: ``torch.float16``)."""
-    functions = FunctionRef | ModuleFact | Choice
+    functions = FunctionRef | ModuleFact | Choice | Partial
     return (isinstance(left, functions) and isinstance(right, functions | QualifiedName)) or (
         isinstance(right, functions) and isinstance(left, QualifiedName)
     )
