@@ -123,6 +123,7 @@ FLOWS: dict[str, dict[Family, Flow]] = {
     "channels": _flows(F, F, K, K, K, K, K),
     "positions": _flows(K, K, K, F, F, K, F),
     "cached": _flows(K, K, K, K, K, K, K),
+    "resized": _flows(K, K, K, K, K, K, K),
     "table": _flows(F, F, K, F, F, K, F),
 }
 """How each field passes through each family. ``unknown_rank`` is kept, and set by
@@ -236,6 +237,7 @@ MERGES: dict[str, tuple[Merge, str]] = {
     "channels": (_agree, "where both branches hold a convolution's channels on the same axis"),
     "positions": (_either, "positions on either branch"),
     "cached": (_either, "grown by a cache on either branch (`if past is not None: k = cat(...)`)"),
+    "resized": (_either, "given its sizes by a view of an unknown shape on either branch"),
     "table": (_agree, "the same table, laid out alike, on both branches"),
 }
 """How each field of a tensor fact merges, and why."""

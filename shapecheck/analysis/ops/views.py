@@ -84,14 +84,23 @@ def _view_like(call: OpCall, sizes: list[Dim | None] | None, *, copies: bool) ->
     if sizes is None:
         return unknown_shape(call)
     shape = _target_shape(receiver, sizes)
+    old = receiver.shape
+    # the sizes of the last two axes exchanged without moving any data
+    exchanged = (
+        old is not None
+        and len(old) == len(shape) >= 2
+        and old[-1] != old[-2]
+        and shape[:-2] == old[:-2]
+        and (shape[-2], shape[-1]) == (old[-1], old[-2])
+    )
     layout = _view_layout(call, shape, copies=copies)
     if layout is _FAILED_VIEW:
         layout = Layout.contiguous(len(shape))  # go on as if the author had fixed it
     elif receiver.shape is not None and isinstance(call.node, ast.Call):
         moved = reinterpreted_axis(receiver.shape, shape)
-        # from memory laid out as nobody knows (Transformer-XL's relative shift: a pad, then
-        # views that move positions on purpose), no axis provably moves onto other data
-        if moved is not None and receiver.layout is not None:
+        # the way back of Transformer-XL's relative shift: sizes a view of values of unknown
+        # shape chose, exchanged again; no axis there is known to hold what its size names
+        if moved is not None and not (exchanged and receiver.resized is not None):
             call.context.observe(
                 ReinterpretingView(
                     call.node, call.anchor, receiver.shape, shape, moved, receiver.guess
@@ -105,16 +114,8 @@ def _view_like(call: OpCall, sizes: list[Dim | None] | None, *, copies: bool) ->
                 )
             )
         rely_on_divisions(call.context, call.node, product(receiver.shape), product(shape))
-    old = receiver.shape
     axis_op = None
-    if (
-        old is not None
-        and len(old) == len(shape) >= 2
-        and old[-1] != old[-2]
-        and shape[:-2] == old[:-2]
-        and (shape[-2], shape[-1]) == (old[-1], old[-2])
-    ):
-        # the sizes of the last two axes exchanged without moving any data
+    if exchanged:
         rank = len(shape)
         axis_op = AxisOp("view", call.node, rank, (rank - 2, rank - 1))
     return flow(
@@ -126,6 +127,7 @@ def _view_like(call: OpCall, sizes: list[Dim | None] | None, *, copies: bool) ->
         axis_op=axis_op,
         heads=_split_heads(call, old, shape),
         channels=_kept_channels(receiver, shape),
+        resized=call.node if old is None else receiver.resized,
     )
 
 
