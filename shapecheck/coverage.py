@@ -3,7 +3,7 @@
 Like mypy's imprecision report, per file and in total: the softmax calls it recognised as
 attention (a softmax over q·kᵀ scores), and, in the functions that compute attention (a
 softmax, ``scaled_dot_product_attention``, flash-attn, xformers or ``nn.MultiheadAttention``
-call), the share of
+call, or a call of a :class:`Choice` that may be one), the share of
 tensor-valued expressions whose rank, whole shape and memory layout it knows, with the most
 frequent reasons for what it did not know.
 """
@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from shapecheck.analysis import ModuleAnalysis, analyse
 from shapecheck.analysis.facts import (
+    Choice,
     Fact,
     FunctionNode,
     FunctionRef,
@@ -162,8 +163,16 @@ def coverage(path: str, analysis: ModuleAnalysis) -> Coverage:
 
 
 def _called(function: FunctionFacts, call: ast.Call) -> str | None:
-    """The qualified name (or module kind) a call calls, as far as the facts tell."""
+    """The qualified name (or module kind) a call calls, as far as the facts tell; of a
+    :class:`Choice`, the attention it may call."""
     callee = function.facts.get(call.func)
+    options = callee.options if isinstance(callee, Choice) else (callee,)
+    names = [_name(option) for option in options]
+    attention = [name for name in names if name in _ATTENTION_CALLS | _ATTENTION_MODULES]
+    return next(iter(attention), names[0] if len(names) == 1 else None)
+
+
+def _name(callee: Fact | None) -> str | None:
     if isinstance(callee, QualifiedName):
         return callee.name
     if isinstance(callee, ModuleFact):

@@ -104,11 +104,11 @@ def test_an_unpacking_names_the_sizes_a_use_left_unnamed() -> None:
 
 
 def test_an_unpacking_leaves_sizes_unknown_for_other_reasons_unknown() -> None:
-    """A sliced axis is unknown because the analysis does not clamp slices: naming it would
-    make it a size of its own that rules take for different from every other."""
+    """A sliced axis whose length no size names (``n - 2``) is unknown: naming it would make
+    it a size of its own that rules take for different from every other."""
     source = """\
-        def f(x):
-            y = torch.zeros(4, 10)[:, 2:]
+        def f(x, n: int):
+            y = torch.zeros(4, n)[:, 2:]
             B, N = y.shape
             z = y
             return z

@@ -384,3 +384,323 @@ def test_an_axis_length_named_by_an_unknown_is_a_size_of_its_own() -> None:
     [forward] = [f for f in functions if f.name == "Attention.forward"]
     [q] = [fact for _, name, fact in forward.bindings if name == "q"]
     assert isinstance(q, TensorFact) and format_shape(q.shape) == "[b, e//dim_head, n, dim_head]"
+
+
+CACHED = """\
+import torch
+import torch.nn as nn
+
+
+class Attention(nn.Module):
+    def __init__(self, batch, length, heads, head_dim):
+        super().__init__()
+        self.cache_k = torch.zeros(batch, length, heads, head_dim)
+
+    def forward(self, x, start_pos: int):
+        bsz, seqlen, _ = x.shape
+        keys = self.cache_k[:bsz, : start_pos + seqlen]
+        window = self.cache_k[:, start_pos : start_pos + seqlen]
+        last = self.cache_k[:, -seqlen:]
+        literal = self.cache_k[:, 2:5, :3]
+        shorter = self.cache_k[:, 1:]
+        stepped = self.cache_k[:, ::2]
+        mixed = self.cache_k[:, 1:-1]
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "shape"),
+    [
+        ("keys", "[bsz, (seqlen+start_pos), heads, head_dim]"),  # llama's KV cache
+        ("window", "[batch, seqlen, heads, head_dim]"),  # (start+n) - start
+        ("last", "[batch, seqlen, heads, head_dim]"),
+        ("literal", "[batch, 3, 3, head_dim]"),
+        ("shorter", "[batch, ?, heads, head_dim]"),  # length - 1: no size names it
+        ("stepped", "[batch, ?, heads, head_dim]"),
+        ("mixed", "[batch, ?, heads, head_dim]"),
+    ],
+)
+def test_a_slice_is_as_long_as_its_bounds_say(name: str, shape: str) -> None:
+    """A slice whose bounds are known sizes is ``stop - start`` long, taking the slice to lie
+    within the axis (code slices a cache up to what it filled)."""
+    assert _bound(CACHED, "Attention.forward", name) == shape
+
+
+def test_a_slice_of_an_axis_of_known_length_is_cut_where_python_cuts_it() -> None:
+    text = CACHED.replace("torch.zeros(batch, length,", "torch.zeros(batch, 4,")
+    assert _bound(text, "Attention.forward", "literal") == "[batch, 2, 3, head_dim]"
+
+
+def test_sums_and_differences_of_sizes() -> None:
+    start, length = Dim.symbol("start"), Dim.symbol("n")
+    assert (start + length) - start == length and (start + length) - length == start
+    assert Dim.constant(3) * length - length == Dim.constant(2) * length
+    assert length - length == Dim.constant(0) and Dim.constant(5) - Dim.constant(3) == Dim.constant(
+        2
+    )
+    assert (length - start).has_unknown  # no size names it
+
+
+RANK_TESTS = """\
+import torch
+from einops import repeat
+
+
+def attend(q, k, mask, x, bias):
+    before = k
+    if k.ndim == 3:
+        inside = k * 2
+        k = repeat(k, "b ... -> b h ...", h=q.shape[1])
+    elif k.dim() == 4:
+        four = k
+    after = k
+    if mask.dim() != 4:
+        raise ValueError("a 4-D mask")
+    guarded = mask
+    assert len(x.shape) == 2 and x.shape[0] > 0
+    asserted = x
+    if bias.ndim == 2:
+        kept = bias
+    untouched = bias
+    if bias is not None or bias.ndim == 2:
+        either = bias
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "shape"),
+    [
+        ("inside", "[?, ?, ?]"),  # where the test holds
+        ("k", "[?, q.shape[1], ?, ?]"),  # the branch's k: its rank known there
+        ("four", "[?, ?, ?, ?]"),  # elif
+        ("after", "?"),  # 4-D on one branch, of unknown rank on the other
+        ("guarded", "[?, ?, ?, ?]"),  # the code after the test runs only where it held
+        ("asserted", "[x.shape[0], ?]"),  # each test an `and` joins
+        ("either", "?"),  # `or`: neither need hold
+    ],
+)
+def test_a_rank_test_gives_the_rank_where_it_holds(name: str, shape: str) -> None:
+    """``if k.ndim == 3:`` (``k.dim()``, ``len(k.shape)``; ``!=`` for the other branch, an
+    ``assert``): where the test holds, the tensor has that rank; past the ``if``, where either
+    branch may have run, only what both say."""
+    functions = analyse(ast.parse(RANK_TESTS), RANK_TESTS).functions
+    [found] = [f for f in functions if f.name == "attend"]
+    facts = {bound: fact for node, bound, fact in found.bindings if bound == name}
+    assert isinstance(facts[name], TensorFact) and format_shape(facts[name].shape) == shape
+
+
+def test_a_rank_test_leaves_a_name_the_branch_did_not_bind_as_it_came() -> None:
+    """Past an ``if`` that ran either way, a parameter that only its test narrowed still holds
+    what was passed in (so uses after it still show its rank)."""
+    functions = analyse(ast.parse(RANK_TESTS), RANK_TESTS).functions
+    [found] = [f for f in functions if f.name == "attend"]
+    facts = {bound: fact for _, bound, fact in found.bindings}
+    [passed] = [fact for node, bound, fact in found.bindings if bound == "bias"]
+    assert facts["untouched"] is passed and format_shape(facts["kept"].shape) == "[?, ?]"
+
+
+def test_a_tensor_whose_rank_alone_a_test_gave_broadcasts_onto_the_scores() -> None:
+    """mpt: ``len(position_bias.shape) != 3`` raises, so the bias is 3-D, none of its sizes
+    known; added to the scores it broadcasts onto them, as one of unknown rank would (a
+    guess, said where a finding rests on it), so the scores keep their sizes."""
+    text = (
+        "import torch\n\n\n"
+        "def attend(scores, bias):\n"
+        "    b, h, i, j = scores.shape\n"
+        "    if len(bias.shape) != 3:\n"
+        "        raise ValueError('a 3-D bias')\n"
+        "    biased = scores + bias\n"
+    )
+    assert _bound(text, "attend", "biased") == "[b, h, i, j]"
+
+
+def test_an_axis_of_unknown_size_expands_to_the_size_given() -> None:
+    """x-transformers' ``flash_attn``: ``assert mask.ndim == 4`` then ``mask.expand(batch,
+    heads, q_len, k_len)``: each axis of unknown size is 1 or already that size (PyTorch
+    raises otherwise), so the mask has the sizes given; its memory order is unknown."""
+    text = (
+        "import torch\n\n\n"
+        "def attend(mask, b: int, h: int):\n"
+        "    assert mask.ndim == 3\n"
+        "    grown = mask.expand(b, h, -1)\n"
+    )
+    assert _bound(text, "attend", "grown") == "[b, h, ?]"
+
+
+CHOSEN = """\
+from typing import Callable
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def double(t):
+    return t * 2
+
+
+def first(t):
+    return t[0]
+
+
+class Attend(nn.Module):
+    def __init__(self, sigmoid, doubled, custom: Callable | None = None):
+        super().__init__()
+        if sigmoid:
+            self.attn_fn = F.sigmoid
+        elif doubled:
+            self.attn_fn = double
+        else:
+            self.attn_fn = nn.Softmax(dim=-1)
+        self.mixed_fn = double if doubled else first
+        if custom is not None:
+            self.unsure_fn = custom
+        else:
+            self.unsure_fn = nn.Softmax(dim=-1)
+
+    def forward(self, x):
+        b, n, d = x.shape
+        chosen = self.attn_fn(x)
+        mixed = self.mixed_fn(x)
+        unsure = self.unsure_fn(x)
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "shape", "uncertain"),
+    [
+        ("chosen", "[b, n, d]", False),  # each of the three keeps the shape
+        ("mixed", "?", False),  # [b, n, d] or [n, d]: no rank they agree on
+        ("unsure", "[b, n, d]", True),  # a callable the analysis cannot follow, or a softmax
+    ],
+)
+def test_a_function_chosen_among_several_returns_what_their_results_share(
+    name: str, shape: str, uncertain: bool
+) -> None:
+    """x-transformers' ``self.attn_fn``, chosen in ``__init__`` among ``F.sigmoid``, a
+    function of the module and a softmax: a call is a call of each, and its result what their
+    results share (their join); one the analysis cannot follow leaves the others' result,
+    known on some paths only."""
+    functions = analyse(ast.parse(CHOSEN), CHOSEN).functions
+    [forward] = [f for f in functions if f.name == "Attend.forward"]
+    [fact] = [fact for _, bound, fact in forward.bindings if bound == name]
+    assert isinstance(fact, TensorFact) and format_shape(fact.shape) == shape
+    assert fact.uncertain is uncertain
+
+
+def test_coverage_counts_a_function_that_may_call_a_softmax_it_chose() -> None:
+    """``self.attn_fn(x)``, one of ``F.sigmoid``, a function and a softmax: a function that
+    computes attention on some paths, whose tensors ``--coverage`` counts."""
+    from shapecheck.coverage import coverage
+
+    report = coverage("chosen.py", analyse(ast.parse(CHOSEN), CHOSEN))
+    # ``__init__`` builds two softmaxes; ``forward`` may call each
+    assert (report.attention_functions, report.softmax_calls) == (2, 4)
+
+
+ROTATE_HALF = """\
+import torch
+
+
+def rotate_half(x):
+    x1 = x[..., : x.shape[-1] // 2]
+    x2 = x[..., x.shape[-1] // 2 :]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def attend(q):
+    b, h, n, d = q.shape
+    rotated = rotate_half(q)
+    rest = q[:, 1:]
+"""
+
+
+def test_rotating_halves_keeps_the_features() -> None:
+    """Every transformers model's ``rotate_half``: the second half starts at ``d // 2`` and
+    runs to the end, ``d - d//2`` long, which is ``d//2`` taking the halving to be exact (as
+    a view sizing a tensor by it does); the two halves joined are ``d`` again."""
+    assert _bound(ROTATE_HALF, "attend", "rotated") == "[b, h, n, d]"
+    assert _bound(ROTATE_HALF, "attend", "rest") == "[b, ?, n, d]"  # h - 1: no size names it
+
+
+def test_a_size_less_a_part_of_it_is_the_rest() -> None:
+    width = Dim.symbol("d")
+    half = width.floordiv(Dim.constant(2))
+    assert width - half == half and (width - half).assumes == frozenset(half.quotients)
+    assert half + half == width
+    third = width.floordiv(Dim.constant(3))
+    assert width - third == Dim.constant(2) * third
+    assert (width - Dim.constant(1)).has_unknown
+
+
+RELATIVE_SHIFT = """\
+import torch
+import torch.nn as nn
+
+
+class RelativeAttention(nn.Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.heads = heads
+        self.head_dim = dim // heads
+        self.pos = nn.Linear(dim, dim)
+
+    def forward(self, q, pos_emb):
+        b, h, n, d = q.shape
+        _, m, _ = pos_emb.shape
+        p = self.pos(pos_emb).view(b, m, self.heads, self.head_dim).permute(0, 2, 3, 1)
+        scores = torch.matmul(q, p)
+        shape = scores.shape
+        scores = nn.functional.pad(scores, (1, 0)).view(*shape[:2], shape[3] + 1, shape[2])
+        return scores[..., 1:, :].view(shape)
+"""
+
+
+def test_the_relative_shift_of_transformer_xl_is_no_head_split() -> None:
+    """wav2vec2-conformer's relative positions (Transformer-XL's skew): the scores padded by
+    a column, read as ``[.., m+1, n]``, the first row dropped and read back as ``[.., n, m]``.
+    The views move positions on purpose, and the sizes of what the second one reads were
+    given by the first, of the pad's values of unknown shape: no axis there is known to hold
+    what its size names, so none provably moves onto other data."""
+    rules = [rule() for rule in all_rules()]
+    found = lint_source(RELATIVE_SHIFT.encode(), "shift.py", rules).diagnostics
+    assert [d.code for d in found if d.code in ("SC102", "SC103")] == []
+
+
+PARTIAL = """\
+from functools import partial
+
+import torch
+import torch.nn as nn
+
+LinearNoBias = partial(nn.Linear, bias=False)
+
+
+def gate(t, scale):
+    return t * scale
+
+
+class Block(nn.Module):
+    def __init__(self, dim, hidden):
+        super().__init__()
+        self.proj = LinearNoBias(dim, hidden)
+        self.gate = partial(gate, scale=2.0)
+
+    def forward(self, x):
+        b, n, d = x.shape
+        projected = self.proj(x)
+        gated = self.gate(x)
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "shape"), [("projected", "[b, n, hidden]"), ("gated", "[b, n, d]")]
+)
+def test_a_partial_calls_its_function_with_the_arguments_it_bound(name: str, shape: str) -> None:
+    """x-transformers' ``LinearNoBias = partial(nn.Linear, bias=False)``, and a partial of a
+    function of the module: called, each is its function called with the arguments bound
+    first and the call's own after them."""
+    functions = analyse(ast.parse(PARTIAL), PARTIAL).functions
+    [forward] = [f for f in functions if f.name == "Block.forward"]
+    [fact] = [fact for _, bound, fact in forward.bindings if bound == name]
+    assert isinstance(fact, TensorFact) and format_shape(fact.shape) == shape

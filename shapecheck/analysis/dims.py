@@ -134,14 +134,38 @@ class Dim:
         named ``(a+b)``, the same for every sum of the same two sizes; unknown (``?``) if
         either is."""
         assumed = self.assumes | other.assumes
-        if self.factors == other.factors:
-            return Dim(self.coefficient + other.coefficient, self.factors, assumed)
+        if self.factors == other.factors:  # 2 * (d//2) is d, taking the halving to be exact
+            total = Dim.constant(self.coefficient + other.coefficient) * Dim(1, self.factors)
+            return replace(total, assumes=total.assumes | assumed)
         if self.has_unknown or other.has_unknown:
             return Dim.symbol("?")
         terms = tuple(sorted((self, other), key=_term_key))
         if terms not in _SUMS:
             _SUMS[terms] = Symbol.fresh(f"({'+'.join(_parenthesised(t) for t in terms)})")
+            _TERMS[_SUMS[terms]] = terms
         return Dim(1, (_SUMS[terms],), assumed)
+
+    def __sub__(self, other: Dim) -> Dim:
+        """The difference where sizes name it: like terms (``3*n - n`` is ``2*n``), a sum
+        less one of its terms (``(start+n) - start`` is ``n``), a size less a part of it
+        (``d - d//2`` is ``d//2``, taking the halving to be exact); unknown (``?``)
+        otherwise."""
+        assumed = self.assumes | other.assumes
+        if other.value == 0:
+            return replace(self, assumes=assumed)
+        if self.factors == other.factors:
+            coefficient = self.coefficient - other.coefficient
+            return Dim(coefficient, self.factors if coefficient else (), assumed)
+        terms = _TERMS.get(self.factors[0]) if len(self.factors) == 1 else None
+        if terms is not None and self.coefficient == 1 and other in terms:
+            return replace(terms[1] if terms[0] == other else terms[0], assumes=assumed)
+        parts = self.floordiv(other)  # how many times ``other`` fits
+        count = parts.value
+        whole = other * parts
+        if count is not None and count > 1 and whole == self:
+            rest = other * Dim.constant(count - 1)
+            return replace(rest, assumes=rest.assumes | whole.assumes | parts.assumes | assumed)
+        return Dim.symbol("?")
 
     @property
     def is_named(self) -> bool:
@@ -195,6 +219,8 @@ class Dim:
 
 _SUMS: dict[tuple[Dim, ...], Symbol] = {}
 """Each sum of two sizes made so far -> the size it is (so that equal sums compare equal)."""
+_TERMS: dict[Atom, tuple[Dim, ...]] = {}
+"""The other way: each sum -> its two terms (so that a sum less a term is the other)."""
 
 
 def _term_key(term: Dim) -> tuple[list[tuple[int, str, int]], int]:

@@ -334,6 +334,32 @@ class FunctionRef(Fact):
 
 
 @dataclass(frozen=True)
+class Partial(Fact):
+    """``functools.partial(function, *args, **kwargs)`` of a callable the analysis follows
+    (x-transformers' ``LinearNoBias = partial(nn.Linear, bias=False)``): a call calls
+    ``function`` with these arguments first, the call's own after them."""
+
+    function: Fact
+    args: tuple[tuple[Fact, ast.expr], ...] = ()
+    kwargs: tuple[tuple[str, tuple[Fact, ast.expr]], ...] = ()
+
+
+@dataclass(frozen=True)
+class Choice(Fact):
+    """One of several callables, chosen where control flow joined (x-transformers'
+    ``self.attn_fn``: ``F.sigmoid``, a function of the module or ``partial(F.softmax,
+    dim=-1)``, by the constructor's flags). A call calls each, and what is known of its result
+    is what their results share: their join (see :mod:`~shapecheck.analysis.lattice`)."""
+
+    options: tuple[Fact, ...]
+    """Functions (of the module, or reached by import), modules and functions of the
+    module, none of them a :class:`Choice`."""
+    uncertain: bool = False
+    """Some path chose a callable the analysis does not follow: what a call returns is
+    known on the other paths only."""
+
+
+@dataclass(frozen=True)
 class ClassRef(Fact):
     """A class defined in the analysed module (calling it constructs an instance)."""
 
@@ -345,6 +371,11 @@ class InstanceFact(Fact):
     """An instance of a class defined in the analysed module (calling it runs ``forward``)."""
 
     name: str
+
+
+CALLABLES = (QualifiedName, FunctionRef, ModuleFact, Choice, Partial, ClassRef, InstanceFact)
+"""Facts of what a call can follow: functions by import or of the module, layers, choices
+among them, partials of them, classes and instances of the module."""
 
 
 @dataclass(frozen=True)
@@ -454,6 +485,11 @@ class TensorFact(Fact):
     """Keys or values grown by a KV cache (``torch.cat([past_k, k], dim=2)``,
     ``past_key_values.update(k, v, layer)``): the call that grew them. They are longer than
     the queries of a decode step, so a causal mask must be aligned bottom-right."""
+    resized: ast.AST | None = field(default=None, compare=False)
+    """The view that gave values of unknown shape the sizes they have (Transformer-XL's
+    relative shift views padded scores as ``[.., m+1, n]``): sizes the code chose, not axes
+    known to hold what their names say, so a later view of them moves no named axis
+    provably."""
 
     @property
     def is_scores(self) -> bool:

@@ -23,11 +23,13 @@ from shapecheck.analysis.annotations import (
 )
 from shapecheck.analysis.dims import Dim
 from shapecheck.analysis.facts import (
+    CALLABLES,
     NONE,
     OPPOSITE_POLARITY,
     SAME_SHAPE,
     SHAPE_PRESERVING,
     UNKNOWN,
+    Choice,
     ClassRef,
     DtypeOf,
     Fact,
@@ -37,6 +39,8 @@ from shapecheck.analysis.facts import (
     InstanceFact,
     IntFact,
     ModuleFact,
+    NoneFact,
+    Partial,
     PrefixedShape,
     PrefixedSizes,
     QualifiedName,
@@ -92,6 +96,7 @@ from shapecheck.analysis.usage import (
     index_uses,
     method_uses,
     partner_uses,
+    rank_tests,
     shape_index_uses,
     shape_owner,
     size_name,
@@ -425,6 +430,7 @@ class Interpreter:
                 self._define(statement)
             case ast.Assert(test=test):
                 self.eval(test)
+                self._narrowed(rank_tests(test)[0])
                 self.observe(DivisibilityCheck(_names_in(test)))
             case ast.ClassDef(name=class_name):
                 self._forget_name(class_name)  # its body is analysed as methods
@@ -469,22 +475,41 @@ class Interpreter:
         self.eval(statement.test)
         if any(isinstance(line, ast.Raise) for line in statement.body):
             self.observe(DivisibilityCheck(_names_in(statement.test)))
+        holds, fails = rank_tests(statement.test)
         before = dict(self.env)
-        branches: list[dict[str, Fact]] = []
+        branches: list[tuple[dict[str, Fact], dict[str, TensorFact]]] = []
         guard = 1 if _tests_half_precision(statement.test) else 0
         self.half_precision_branches += guard
+        narrowed = self._narrowed(holds)
         if self.run_block(statement.body):
-            branches.append(self.env)
+            branches.append((self.env, narrowed))
         self.env = dict(before)
+        narrowed = self._narrowed(fails)
         falls_through = self.run_block(statement.orelse)  # ``elif`` is an ``if`` in ``orelse``
         self.half_precision_branches -= guard
         if falls_through:
-            branches.append(self.env)
+            branches.append((self.env, narrowed))
         if not branches:
             self.env = before
             return False
-        self.env = self._joined(before, branches)
+        if len(branches) == 2:  # either may have run: a tested rank holds on one only
+            for env, tested in branches:
+                for key, fact in tested.items():
+                    if env.get(key) is fact:
+                        env[key] = before[key]
+        self.env = self._joined(before, [env for env, _ in branches])
         return True
+
+    def _narrowed(self, tests: list[tuple[str, int]]) -> dict[str, TensorFact]:
+        """Where a rank test holds (``x.ndim == 3``, see ``usage.rank_tests``), the tensors of
+        unknown rank it tests, bound to that rank: what each is bound to now."""
+        narrowed: dict[str, TensorFact] = {}
+        for key, rank in tests if self.context.shapes else ():
+            fact = self.env.get(key)
+            if isinstance(fact, TensorFact) and fact.shape is None:
+                shaped = self._shaped(key, fact, RankByUse(rank))
+                self.env[key] = narrowed[key] = replace(shaped, rank_of=None)
+        return narrowed
 
     def _loop(self, statement: ast.For | ast.AsyncFor | ast.While) -> None:
         if isinstance(statement, ast.While):
@@ -1059,8 +1084,11 @@ class Interpreter:
         prefix = self._shape_prefix(node) or self._leading_sizes(node)
         if prefix is not None:
             return prefix
+        bounds: dict[ast.Slice, SliceBounds] = {}
         for piece in _subscript_pieces(node):
-            if not isinstance(piece, ast.Slice):
+            if isinstance(piece, ast.Slice):
+                bounds[piece] = SliceBounds(*(self._bound(b) for b in _slice_parts(piece)))
+            else:
                 self.eval(piece)
         index = _single_index(node)
         if isinstance(base, SizeFact | TupleFact) and index is None:
@@ -1089,8 +1117,13 @@ class Interpreter:
                 known = _last_size(self.env.get(owner), index)
                 return IntFact(known or self.symbol(f"{owner}.shape[{index}]"))
         if isinstance(base, TensorFact):
-            return _index_tensor(base, node)
+            return _index_tensor(base, node, bounds)
         return UNKNOWN
+
+    def _bound(self, bound: ast.expr | None) -> Fact | None:
+        """A slice's bound (``None`` where it is left out, or written ``None``)."""
+        fact = self.eval(bound) if bound is not None else None
+        return None if isinstance(fact, NoneFact) else fact
 
     def _leading_sizes(self, node: ast.Subscript) -> SizeFact | None:
         """``x.shape[:k]`` (or ``x.size()[:k]``) of a tensor whose rank is unknown: its first
@@ -1372,9 +1405,7 @@ class Interpreter:
             callee = self._member(func, receiver)
             if self.record:
                 self.facts[func] = callee
-            if not isinstance(
-                callee, QualifiedName | FunctionRef | ModuleFact | ClassRef | InstanceFact
-            ):
+            if not isinstance(callee, CALLABLES):
                 args, kwargs = self._arguments(node)
                 project = self.context.project
                 if isinstance(callee, ImportedName) and project is not None:
@@ -1389,6 +1420,25 @@ class Interpreter:
         project = self.context.project
         if project is not None and isinstance(callee, Unknown | QualifiedName):
             callee = project.called(self, callee, args, kwargs) or callee  # another file's
+        if isinstance(callee, Choice):  # what the results of every option share
+            results = [self._called(option, node, func, args, kwargs) for option in callee.options]
+            joined = functools.reduce(join, results)
+            return _uncertain(joined) if callee.uncertain else joined
+        return self._called(callee, node, func, args, kwargs)
+
+    def _called(
+        self,
+        callee: Fact,
+        node: ast.Call,
+        func: ast.expr,
+        args: list[Argument],
+        kwargs: dict[str, Argument],
+    ) -> Fact:
+        """``callee`` called with ``args``: a function by import, of the module, a class of
+        the module (constructed), a layer, a partial of one of them."""
+        if isinstance(callee, Partial):
+            kwargs = {**dict(callee.kwargs), **kwargs}
+            return self._called(callee.function, node, func, [*callee.args, *args], kwargs)
         if isinstance(callee, QualifiedName):
             return self._qualified(callee.name, node, args, kwargs)
         if isinstance(callee, FunctionRef):
@@ -2266,7 +2316,55 @@ def _literal_int(node: ast.expr) -> int | None:
     return None
 
 
-def _index_tensor(tensor: TensorFact, node: ast.Subscript) -> Fact:
+@dataclass(frozen=True)
+class SliceBounds:
+    """What a slice's ``start``, ``stop`` and ``step`` hold (``None``: left out)."""
+
+    start: Fact | None
+    stop: Fact | None
+    step: Fact | None
+
+    def length(self, size: Dim) -> Dim:
+        """How long the slice of an axis of ``size`` is: Python's answer where all are
+        numbers, else ``stop - start`` where sizes name it (``self.cache_k[:bsz, : start_pos
+        + seqlen]``, ``x[:, -n:]``, ``x[..., d // 2 :]``), taking the slice to lie within the
+        axis, as code slices a cache up to what it filled; unknown (``?``) otherwise (a step,
+        ``x[1:]`` of a named size)."""
+        unknown = Dim.symbol("?")
+        if self.step is not None:
+            return unknown
+        if self.start is None and self.stop is None:
+            return size
+        start = _size_of(self.start) if self.start is not None else Dim.constant(0)
+        stop = _size_of(self.stop) if self.stop is not None else None
+        if start is None or (self.stop is not None and stop is None):
+            return unknown
+        end = stop.value if stop is not None else None
+        if size.value is not None and start.value is not None and (stop is None or end is not None):
+            first, last, _ = slice(start.value, end).indices(size.value)
+            return Dim.constant(max(0, last - first))
+        if stop is None:  # x[-n:]: the last n; x[n:]: all but the first n
+            return Dim.constant(-1) * start if start.coefficient < 0 else size - start
+        if (start.coefficient < 0) != (stop.coefficient < 0):
+            return unknown
+        length = stop - start
+        return length if length.coefficient >= 0 else unknown
+
+
+def _size_of(fact: Fact) -> Dim | None:
+    """The size a slice bound holds, if the analysis knows it."""
+    if isinstance(fact, IntFact) and not fact.dim.has_unknown:
+        return fact.dim
+    return None
+
+
+def _slice_parts(piece: ast.Slice) -> tuple[ast.expr | None, ast.expr | None, ast.expr | None]:
+    return piece.lower, piece.upper, piece.step
+
+
+def _index_tensor(
+    tensor: TensorFact, node: ast.Subscript, bounds: Mapping[ast.Slice, SliceBounds]
+) -> Fact:
     """``x[...]`` with slices, integers, ``None`` and ``...``: the axes kept, dropped, added.
 
     Basic indexing returns a view: the memory order of the kept axes stays (a slice leaves
@@ -2304,8 +2402,7 @@ def _index_tensor(tensor: TensorFact, node: ast.Subscript) -> Fact:
         elif axis >= len(tensor.shape):
             return unknown
         elif isinstance(piece, ast.Slice):
-            full = piece.lower is None and piece.upper is None and piece.step is None
-            keep(axis, tensor.shape[axis] if full else Dim.symbol("?"))
+            keep(axis, bounds[piece].length(tensor.shape[axis]))
             axis += 1
         elif isinstance(piece, ast.UnaryOp) or (
             isinstance(piece, ast.Constant) and type(piece.value) is int

@@ -35,11 +35,14 @@ from shapecheck.analysis.dims import Dim
 from shapecheck.analysis.facts import (
     SAME_SHAPE,
     SHAPE_PRESERVING,
+    Choice,
     Fact,
     FunctionRef,
+    ImportedName,
     IntFact,
     ModuleFact,
     NoneFact,
+    Partial,
     QualifiedName,
     TensorFact,
     TupleFact,
@@ -120,6 +123,7 @@ FLOWS: dict[str, dict[Family, Flow]] = {
     "channels": _flows(F, F, K, K, K, K, K),
     "positions": _flows(K, K, K, F, F, K, F),
     "cached": _flows(K, K, K, K, K, K, K),
+    "resized": _flows(K, K, K, K, K, K, K),
     "table": _flows(F, F, K, F, F, K, F),
 }
 """How each field passes through each family. ``unknown_rank`` is kept, and set by
@@ -233,6 +237,7 @@ MERGES: dict[str, tuple[Merge, str]] = {
     "channels": (_agree, "where both branches hold a convolution's channels on the same axis"),
     "positions": (_either, "positions on either branch"),
     "cached": (_either, "grown by a cache on either branch (`if past is not None: k = cat(...)`)"),
+    "resized": (_either, "given its sizes by a view of an unknown shape on either branch"),
     "table": (_agree, "the same table, laid out alike, on both branches"),
 }
 """How each field of a tensor fact merges, and why."""
@@ -278,6 +283,8 @@ def join(left: Fact, right: Fact) -> Fact:
         joined = _join_layers(left, right)
         if joined is not None:
             return joined
+    if _chosen(left, right):
+        return _choice(left, right)
     if (
         isinstance(left, TupleFact)
         and isinstance(right, TupleFact)
@@ -292,7 +299,7 @@ def _with_unknown(left: Fact, right: Fact) -> Fact:
     assert isinstance(unknown, Unknown)
     if isinstance(known, Unknown):
         return known if known.reason == "conflict" else unknown
-    if unknown.reason != "conflict" and isinstance(known, TensorFact | FunctionRef):
+    if unknown.reason != "conflict" and isinstance(known, TensorFact | FunctionRef | Choice):
         return dataclasses.replace(known, uncertain=True)  # the eager attention beside kernels
     if unknown.reason != "conflict" and _keeps_shape(known):
         # norm_layer(dim) if qk_norm else nn.Identity(): some layer that keeps the shape
@@ -304,6 +311,13 @@ def _with_unknown(left: Fact, right: Fact) -> Fact:
     ):
         # norm_layer or nn.LayerNorm: some class whose layers keep the shape
         return QualifiedName(SAME_SHAPE)
+    if (
+        unknown.reason != "conflict"
+        and not isinstance(unknown, ImportedName)  # looked up in its file where it is called
+        and isinstance(known, ModuleFact)
+    ):
+        # custom_attn_fn if given else partial(F.softmax, dim=-1): the softmax, on some paths
+        return dataclasses.replace(known, uncertain=True)
     return unknown  # a number or module known on one branch only is not kept
 
 
@@ -330,6 +344,27 @@ def _same_size(left: Dim | None, right: Dim | None) -> Dim | None:
     if left == right:
         return left
     return None if left is None or right is None else Dim.symbol("?")
+
+
+def _chosen(left: Fact, right: Fact) -> bool:
+    """Two callables either of which the code may call: functions of the module, modules,
+    choices among them, or a function reached by import beside one of those (two names
+    reached by import may be numbers or dtypes: ``torch.float16``)."""
+    functions = FunctionRef | ModuleFact | Choice | Partial
+    return (isinstance(left, functions) and isinstance(right, functions | QualifiedName)) or (
+        isinstance(right, functions) and isinstance(left, QualifiedName)
+    )
+
+
+def _choice(left: Fact, right: Fact) -> Choice:
+    """The callables of both sides (see :class:`~shapecheck.analysis.facts.Choice`)."""
+    options: list[Fact] = []
+    for side in (left, right):
+        for option in side.options if isinstance(side, Choice) else (side,):
+            if option not in options:
+                options.append(option)
+    uncertain = any(isinstance(side, Choice) and side.uncertain for side in (left, right))
+    return Choice(tuple(options), uncertain)
 
 
 def _keeps_shape(fact: Fact) -> bool:

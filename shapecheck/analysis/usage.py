@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 from shapecheck.analysis.dims import Dim, Symbol
 from shapecheck.analysis.facts import Fact, IntFact, SizeFact, TensorFact, TupleFact
+from shapecheck.analysis.imports import dotted_name
 from shapecheck.analysis.ops.einops import parse_side
 from shapecheck.analysis.ops.products import einsum_operands
 
@@ -316,6 +317,47 @@ def unpacking_uses(target: ast.expr, value: ast.expr) -> tuple[ast.expr, Evidenc
         return None
     start = value.elts.index(spliced[0])
     return owner, fixed(rank, tuple(map(size_name, names[start : start + rank])))
+
+
+def rank_tests(test: ast.expr) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+    """What a condition says of ranks, where it holds and where it does not: ``x.ndim == 3``
+    (``x.dim()``, ``x.ndimension()``, ``len(x.shape)``, ``len(x.size())``, each test an
+    ``and`` joins) gives ``x`` three axes where it holds, ``x.ndim != 3`` where it does not.
+    Each entry: the tensor's name and its rank."""
+    conditions = (
+        test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+    )
+    holds: list[tuple[str, int]] = []
+    fails: list[tuple[str, int]] = []
+    for condition in conditions:
+        if not isinstance(condition, ast.Compare) or len(condition.ops) != 1:
+            continue
+        operator, (left, right) = condition.ops[0], (condition.left, condition.comparators[0])
+        if _rank_of(left) is None:
+            left, right = right, left
+        owner = _rank_of(left)
+        if owner is None or not isinstance(right, ast.Constant) or type(right.value) is not int:
+            continue
+        rank = right.value
+        if isinstance(operator, ast.Eq):
+            holds.append((owner, rank))
+        elif isinstance(operator, ast.NotEq) and len(conditions) == 1:
+            fails.append((owner, rank))
+    return holds, fails
+
+
+def _rank_of(node: ast.expr) -> str | None:
+    """The name whose rank ``node`` asks (``x.ndim``, ``x.dim()``, ``len(x.shape)``)."""
+    asked: ast.expr | None = None
+    if isinstance(node, ast.Attribute) and node.attr == "ndim":
+        asked = node.value
+    elif isinstance(node, ast.Call) and not node.keywords:
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in RANK_QUERIES and not node.args:
+            asked = func.value
+        elif isinstance(func, ast.Name) and func.id == "len" and len(node.args) == 1:
+            asked = shape_owner(node.args[0])
+    return dotted_name(asked) if asked is not None else None
 
 
 def shape_owner(node: ast.expr) -> ast.expr | None:

@@ -233,13 +233,12 @@ def arithmetic(context: OpContext, node: ast.AST, operator: str, left: Fact, rig
             return IntFact(left.dim * right.dim)
         if operator == "//":
             return IntFact(left.dim.floordiv(right.dim))
-        values = (left.dim.value, right.dim.value)
-        if operator in "+-" and values[0] is not None and values[1] is not None:
-            return IntFact(
-                Dim.constant(values[0] + values[1] if operator == "+" else values[0] - values[1])
-            )
-        if operator == "+":  # ``N + 1`` tokens with a class token: the size ``cat`` makes too
-            return IntFact(left.dim + right.dim)
+        if operator in "+-":  # start_pos + seqlen: a size of its own (see Dim.__add__)
+            size = left.dim + right.dim if operator == "+" else left.dim - right.dim
+            # an int still, where a term is one of unknown value (``scale_factor += 1`` after
+            # branches that counted differently)
+            size = Dim.symbol("?") if size.has_unknown else size
+            return IntFact(size, left.assumed or right.assumed)
         return UNKNOWN if operator != "/" else _number_arithmetic(operator, left, right)
     if _is_number(left) and _is_number(right):
         return _number_arithmetic(operator, left, right)
@@ -267,6 +266,14 @@ def _number_arithmetic(operator: str, left: Fact, right: Fact) -> ScalarFact:
 
 def _is_number(fact: Fact) -> bool:
     return isinstance(fact, IntFact | ScalarFact)
+
+
+def _known_of_shape(tensor: TensorFact) -> int:
+    """How much is known of a tensor's shape: nothing (0), its rank only (1: ``x.ndim == 3``
+    told it), a size (2)."""
+    if tensor.shape is None:
+        return 0
+    return 1 if all(dim.has_unknown for dim in tensor.shape) else 2
 
 
 def _tensor_arithmetic(
@@ -308,16 +315,21 @@ def _tensor_arithmetic(
             context.observe(TensorFromNumber(constant.from_number))
     shape = broadcast_shapes(left_tensor.shape, right_tensor.shape)
     guess = left_tensor.guess or right_tensor.guess
-    if shape is None and (left_tensor.shape is None) != (right_tensor.shape is None):
-        # scores + attention_mask, q * cos: an operand of unknown shape broadcasts onto an
-        # activation (rank 2 or more), as in all the code this is written for; its size-1 axes
-        # may grow; said where a finding rests on it
+    if _known_of_shape(left_tensor) != _known_of_shape(right_tensor):
+        # scores + attention_mask, q * cos: an operand of unknown shape (or of no known size)
+        # broadcasts onto an activation (rank 2 or more, as many axes), as in all the code
+        # this is written for; its size-1 axes may grow; said where a finding rests on it
         known, unknown = (
             (left_tensor, _operand(node, right=True))
-            if left_tensor.shape is not None
+            if _known_of_shape(left_tensor) > _known_of_shape(right_tensor)
             else (right_tensor, _operand(node, right=False))
         )
-        if known.shape is not None and len(known.shape) >= 2:
+        other = right_tensor if known is left_tensor else left_tensor
+        if (
+            known.shape is not None
+            and len(known.shape) >= max(2, other.rank or 0)
+            and shape != known.shape
+        ):
             shape = tuple(Dim.symbol("?") if dim.value == 1 else dim for dim in known.shape)
             guess = guess or f"`{_written(unknown)}` broadcasts onto the other operand"
     both_contiguous = (

@@ -6,9 +6,11 @@ import ast
 
 from shapecheck.analysis.dims import Dim
 from shapecheck.analysis.facts import (
+    CALLABLES,
     UNKNOWN,
     Fact,
     ModuleFact,
+    Partial,
     QualifiedName,
     TensorFact,
     TupleFact,
@@ -120,7 +122,8 @@ _SOFTMAX_FUNCTIONS = frozenset({*torch_names("softmax"), *functional_names("soft
 def partial_softmax(call: OpCall) -> Fact:
     """``partial(F.softmax, dim=-1)``, kept as ``self.attn_fn`` and called on the scores: it
     computes what ``nn.Softmax(dim=-1)`` does, so it is modelled as one (a ``partial`` of that
-    with a ``dtype`` too, which leaves the axis alone). Other functions stay unknown."""
+    with a ``dtype`` too, which leaves the axis alone). Another callable the analysis follows
+    is a :class:`Partial` of it; others stay unknown."""
     function = call.get(0, "func")
     keywords = {name: argument for name, argument in call.kwargs.items() if name != "func"}
     softmax = (
@@ -132,7 +135,12 @@ def partial_softmax(call: OpCall) -> Fact:
             or (isinstance(function[0], ModuleFact) and function[0].kind == "torch.nn.Softmax")
         )
     )
-    if not softmax or function is None:
+    if function is not None and not softmax:
+        if not isinstance(function[0], CALLABLES):
+            return Unknown("call", call.name)
+        bound = call.args[1:] if "func" not in call.kwargs else call.args
+        return Partial(function[0], tuple(bound), tuple(keywords.items()))
+    if function is None:
         return Unknown("call", call.name)
     if "dim" not in keywords and isinstance(function[0], ModuleFact):
         return function[0]

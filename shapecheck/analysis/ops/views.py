@@ -96,13 +96,24 @@ def _view_like(call: OpCall, sizes: list[Dim | None] | None, *, copies: bool) ->
     if sizes is None:
         return unknown_shape(call)
     shape = _target_shape(receiver, sizes)
+    old = receiver.shape
+    # the sizes of the last two axes exchanged without moving any data
+    exchanged = (
+        old is not None
+        and len(old) == len(shape) >= 2
+        and old[-1] != old[-2]
+        and shape[:-2] == old[:-2]
+        and (shape[-2], shape[-1]) == (old[-1], old[-2])
+    )
     layout = _view_layout(call, shape, copies=copies)
     if layout is _FAILED_VIEW:
         layout = Layout.contiguous(len(shape))  # go on as if the author had fixed it
     elif receiver.shape is not None and isinstance(call.node, ast.Call):
         counted = _counted(receiver.shape, shape)
         moved = reinterpreted_axis(counted, shape)
-        if moved is not None:
+        # the way back of Transformer-XL's relative shift: sizes a view of values of unknown
+        # shape chose, exchanged again; no axis there is known to hold what its size names
+        if moved is not None and not (exchanged and receiver.resized is not None):
             call.context.observe(
                 ReinterpretingView(call.node, call.anchor, counted, shape, moved, receiver.guess)
             )
@@ -114,16 +125,8 @@ def _view_like(call: OpCall, sizes: list[Dim | None] | None, *, copies: bool) ->
                 )
             )
         rely_on_divisions(call.context, call.node, product(receiver.shape), product(shape))
-    old = receiver.shape
     axis_op = None
-    if (
-        old is not None
-        and len(old) == len(shape) >= 2
-        and old[-1] != old[-2]
-        and shape[:-2] == old[:-2]
-        and (shape[-2], shape[-1]) == (old[-1], old[-2])
-    ):
-        # the sizes of the last two axes exchanged without moving any data
+    if exchanged:
         rank = len(shape)
         axis_op = AxisOp("view", call.node, rank, (rank - 2, rank - 1))
     return flow(
@@ -135,6 +138,7 @@ def _view_like(call: OpCall, sizes: list[Dim | None] | None, *, copies: bool) ->
         axis_op=axis_op,
         heads=_split_heads(call, old, shape),
         channels=_kept_channels(receiver, shape),
+        resized=call.node if old is None else receiver.resized,
     )
 
 
@@ -445,6 +449,7 @@ def expand(call: OpCall) -> Fact:
     leading = len(sizes) - len(receiver.shape)
     shape: list[Dim] = []
     broadcast: list[int] = []
+    unsure = False  # an axis of unknown size: 1 and broadcast, or already as given
     for index, size in enumerate(sizes):
         if index < leading:
             shape.append(size if size is not None else Dim.symbol("?"))
@@ -455,9 +460,13 @@ def expand(call: OpCall) -> Fact:
         elif old.value == 1:
             shape.append(size)
             broadcast.append(index - leading)
+        elif old.has_unknown:  # PyTorch raises unless it is
+            shape.append(size)
+            unsure = True
         else:
             return unknown_shape(call)
-    layout = receiver.layout.materialise(len(receiver.shape)) if receiver.layout else None
+    layout = receiver.layout if not unsure else None
+    layout = layout.materialise(len(receiver.shape)) if layout is not None else None
     return flow(
         receiver,
         Family.VIEW,
