@@ -9,7 +9,7 @@ import pytest
 
 from shapecheck.analysis import analyse
 from shapecheck.analysis.dims import Dim
-from shapecheck.analysis.facts import TensorFact
+from shapecheck.analysis.facts import IntFact, TensorFact
 from shapecheck.analysis.layout import Layout, faithful_order, plan_view
 from shapecheck.linter import lint_source
 from shapecheck.rule import all_rules
@@ -786,3 +786,28 @@ def test_layers_built_from_either_width_give_the_width_they_agree_on(
         "            self.k = nn.Linear(dim, dim)"
     )
     assert _timm_findings(layers, f"k = self.k(x).{split}") == found
+
+
+def test_a_sum_with_a_term_of_unknown_value_is_still_an_int() -> None:
+    """deberta_v2: ``scale_factor += 1`` after branches that counted differently; the tensor
+    made from it stays a tensor built from a Python number (SC601 is true there)."""
+    source = textwrap.dedent(
+        """\
+        import torch
+
+        def f(kinds):
+            scale_factor = 1
+            if "c2p" in kinds:
+                scale_factor += 1
+            if "p2c" in kinds:
+                scale_factor += 1
+            return scale_factor
+        """
+    )
+    [f] = [
+        function
+        for function in analyse(ast.parse(source), source).functions
+        if function.name == "f"
+    ]
+    [*_, (_, _, last)] = [binding for binding in f.bindings if binding[1] == "scale_factor"]
+    assert isinstance(last, IntFact) and str(last.dim) == "?"
