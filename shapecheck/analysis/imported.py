@@ -511,19 +511,17 @@ class ProjectScope:
         files = neighbours(self.path) if layers else []
         if not files:
             return []
-        names = b"|".join(re.escape(name.encode()) for name in layers)
-        pattern = re.compile(rb"(?<!class )\b(?:" + names + rb")\s*\(")  # a call, no class
-        stem = re.escape(os.path.splitext(os.path.basename(self.path))[0].encode())
-        mentioned = re.compile(  # an import naming the module (its first line, at least)
-            rb"(?m)^[ \t]*(?:from[ \t]+[\w.]*\b" + stem + rb"[ \t]+import"
-            rb"|from[ \t]+\.+[ \t]+import[^\n]*\b" + stem + rb"\b"
-            rb"|import[ \t][^\n]*\b" + stem + rb"\b)"
-        )
+        stem = os.path.splitext(os.path.basename(self.path))[0].encode()
+        names = {name.encode() for name in layers}
+        mentioned: re.Pattern[bytes] | None = None
         found: list[Caller] = []
         for file in files:
             data = file.data
-            if not (mentioned.search(data) and pattern.search(data)):
+            if stem not in data or names.isdisjoint(_CALLED.findall(data)):
                 continue  # (read, never parsed: most neighbours build nothing of ours)
+            mentioned = mentioned or _importing(stem)
+            if not mentioned.search(data):
+                continue
             module = file.module
             if module is None or not self._imported_by(file):
                 continue  # a module of the same names that imports them from elsewhere
@@ -982,6 +980,20 @@ def classes_in(statements: Sequence[ast.stmt]) -> Iterator[ast.ClassDef]:
         if isinstance(definition, ast.ClassDef):
             yield definition
             yield from classes_in(definition.body)
+
+
+_CALLED = re.compile(rb"(?<!class )\b([A-Za-z_]\w*)\s*\(")
+"""A name called (``Head(``), not a ``class`` statement's."""
+
+
+def _importing(stem: bytes) -> re.Pattern[bytes]:
+    """An import line naming the module ``stem`` (its first line, at least)."""
+    module = re.escape(stem)
+    return re.compile(
+        rb"(?m)^[ \t]*(?:from[ \t]+[\w.]*\b" + module + rb"[ \t]+import"
+        rb"|from[ \t]+\.+[ \t]+import[^\n]*\b" + module + rb"\b"
+        rb"|import[ \t][^\n]*\b" + module + rb"\b)"
+    )
 
 
 def _entering(fact: Fact) -> Fact:
