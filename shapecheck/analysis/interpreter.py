@@ -1087,7 +1087,8 @@ class Interpreter:
         bounds: dict[ast.Slice, SliceBounds] = {}
         for piece in _subscript_pieces(node):
             if isinstance(piece, ast.Slice):
-                bounds[piece] = SliceBounds(*(self._bound(b) for b in _slice_parts(piece)))
+                parts = (piece.lower, piece.upper, piece.step)
+                bounds[piece] = SliceBounds(*(self._bound(part) for part in parts))
             else:
                 self.eval(piece)
         index = _single_index(node)
@@ -2356,10 +2357,6 @@ def _size_of(fact: Fact) -> Dim | None:
     if isinstance(fact, IntFact) and not fact.dim.has_unknown:
         return fact.dim
     return None
-
-
-def _slice_parts(piece: ast.Slice) -> tuple[ast.expr | None, ast.expr | None, ast.expr | None]:
-    return piece.lower, piece.upper, piece.step
 
 
 def _index_tensor(

@@ -195,7 +195,7 @@ def plain_module(call: OpCall) -> Fact:
 
 
 @function_op(SAME_SHAPE)
-def same_shape_module(call: OpCall) -> Fact:
+def same_shape_constructor(call: OpCall) -> Fact:
     """A layer of one of several classes that keep the shape (``norm_layer or nn.LayerNorm``):
     which one, the analysis cannot tell."""
     return ModuleFact(SAME_SHAPE, uncertain=True)
