@@ -315,13 +315,14 @@ def _tensor_arithmetic(
             context.observe(TensorFromNumber(constant.from_number))
     shape = broadcast_shapes(left_tensor.shape, right_tensor.shape)
     guess = left_tensor.guess or right_tensor.guess
-    if _known_of_shape(left_tensor) != _known_of_shape(right_tensor):
+    left_known, right_known = _known_of_shape(left_tensor), _known_of_shape(right_tensor)
+    if left_known != right_known:
         # scores + attention_mask, q * cos: an operand of unknown shape (or of no known size)
         # broadcasts onto an activation (rank 2 or more, as many axes), as in all the code
         # this is written for; its size-1 axes may grow; said where a finding rests on it
         known, unknown = (
             (left_tensor, _operand(node, right=True))
-            if _known_of_shape(left_tensor) > _known_of_shape(right_tensor)
+            if left_known > right_known
             else (right_tensor, _operand(node, right=False))
         )
         other = right_tensor if known is left_tensor else left_tensor
