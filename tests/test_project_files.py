@@ -15,6 +15,7 @@ import pytest
 
 from shapecheck.analysis import analyse
 from shapecheck.analysis.facts import TensorFact
+from shapecheck.analysis.imported import import_line_names
 from shapecheck.linter import lint_source
 from shapecheck.project import locate
 from shapecheck.rule import Rule, all_rules
@@ -834,6 +835,27 @@ def test_a_class_is_checked_in_the_sizes_another_module_of_its_folder_builds_it_
     assert findings(folder / "model.py") == set()  # never reported in the caller's file
     write(folder, {"model.py": BUILDS_HEADS.replace("HEAD_SIZE", "n_embd")})  # one head: d_k == C
     assert findings(folder / "attention.py") == set()
+
+
+@pytest.mark.parametrize(
+    ("neighbour", "imports"),
+    [
+        ("from .attention import Head", True),
+        ("    from pkg.attention import Head  # built lazily", True),
+        ("from . import layers, attention", True),
+        ("from pkg import attention as attn", True),
+        ("import pkg.attention as attn", True),
+        ("# generated from attention.py: do not edit\nfrom .layers import Head", False),
+        ("from .attention_utils import Head", False),
+        ("from . import attentions", False),
+        ('doc = "from .attention import Head"', False),
+        ("x = attention(y)\nimport os", False),
+    ],
+)
+def test_a_neighbour_is_read_for_callers_only_where_an_import_line_names_the_module(
+    neighbour: str, imports: bool
+) -> None:
+    assert import_line_names(neighbour.encode(), b"attention") is imports
 
 
 def test_a_module_added_to_the_folder_checks_its_neighbours_again(tmp_path: Path) -> None:

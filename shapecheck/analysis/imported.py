@@ -513,15 +513,11 @@ class ProjectScope:
             return []
         stem = os.path.splitext(os.path.basename(self.path))[0].encode()
         names = {name.encode() for name in layers}
-        mentioned: re.Pattern[bytes] | None = None
         found: list[Caller] = []
         for file in files:
             data = file.data
-            if stem not in data or names.isdisjoint(_CALLED.findall(data)):
+            if not import_line_names(data, stem) or names.isdisjoint(_CALLED.findall(data)):
                 continue  # (read, never parsed: most neighbours build nothing of ours)
-            mentioned = mentioned or _importing(stem)
-            if not mentioned.search(data):
-                continue
             module = file.module
             if module is None or not self._imported_by(file):
                 continue  # a module of the same names that imports them from elsewhere
@@ -986,14 +982,34 @@ _CALLED = re.compile(rb"(?<!class )\b([A-Za-z_]\w*)\s*\(")
 """A name called (``Head(``), not a ``class`` statement's."""
 
 
-def _importing(stem: bytes) -> re.Pattern[bytes]:
-    """An import line naming the module ``stem`` (its first line, at least)."""
-    module = re.escape(stem)
-    return re.compile(
-        rb"(?m)^[ \t]*(?:from[ \t]+[\w.]*\b" + module + rb"[ \t]+import"
-        rb"|from[ \t]+\.+[ \t]+import[^\n]*\b" + module + rb"\b"
-        rb"|import[ \t][^\n]*\b" + module + rb"\b)"
-    )
+def import_line_names(data: bytes, stem: bytes) -> bool:
+    """Does an import line of ``data`` name the module ``stem`` (its first line, at least:
+    ``from .stem import``, ``from pkg.stem import``, ``from . import a, stem``, ``import
+    pkg.stem``)? A prefilter: which module a line names is :meth:`ProjectScope._imported_by`'s
+    to decide, once the neighbour is parsed. Only the lines that hold ``stem`` are looked at:
+    a neighbour mentions it mostly in comments (transformers' generated ``modeling_*.py`` names
+    its ``modular_*.py``)."""
+    at = data.find(stem)
+    while at >= 0:
+        start = data.rfind(b"\n", 0, at) + 1
+        end = data.find(b"\n", at)
+        end = len(data) if end < 0 else end
+        line = _IMPORT_LINE.match(data, start, end)
+        if line is not None:
+            module, imported, names = line.group("module", "imported", "names")
+            if module is not None and module.rpartition(b".")[2] == stem:
+                return True  # from pkg.stem import ...
+            if stem in _WORD.findall(imported if module is not None else names):
+                return True  # from . import stem; import pkg.stem
+        at = data.find(stem, end)
+    return False
+
+
+_IMPORT_LINE = re.compile(
+    rb"[ \t]*(?:from[ \t]+(?P<module>[\w.]+)[ \t]+import(?P<imported>[^\n]*)"
+    rb"|import[ \t](?P<names>[^\n]*))"
+)
+_WORD = re.compile(rb"\w+")
 
 
 def _entering(fact: Fact) -> Fact:
