@@ -73,6 +73,23 @@ def collect_imports(module: ast.Module) -> dict[str, str]:
     return aliases
 
 
+_COMPOUND = (
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.If,
+    ast.For,
+    ast.AsyncFor,
+    ast.While,
+    ast.With,
+    ast.AsyncWith,
+    ast.Try,
+    ast.TryStar,
+    ast.Match,
+)
+"""The statements that hold blocks of statements (every other one holds none)."""
+
+
 def statements(
     body: Sequence[ast.stmt], *, definitions: bool, fallback: bool = False
 ) -> Iterator[tuple[ast.stmt, bool]]:
@@ -80,8 +97,9 @@ def statements(
     too, with ``definitions``), each with whether it sits in an ``except`` handler."""
     for statement in body:
         yield statement, fallback
-        if not definitions and isinstance(
-            statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+        if not isinstance(statement, _COMPOUND) or (
+            not definitions
+            and isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
         ):
             continue
         handlers = [handler.body for handler in getattr(statement, "handlers", ())]
@@ -92,6 +110,8 @@ def statements(
 
 def nested_blocks(statement: ast.stmt) -> Iterator[list[ast.stmt]]:
     """The statement lists a compound statement holds (bodies, branches, handlers, cases)."""
+    if not isinstance(statement, _COMPOUND):
+        return  # most statements: asked of every one, in every walk
     for name in ("body", "orelse", "finalbody"):
         block = getattr(statement, name, None)
         if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
