@@ -348,6 +348,35 @@ def _facts_of(source: str, name: str) -> TensorFact:
     return fact
 
 
+@pytest.mark.parametrize(
+    ("allocation", "expected"),
+    [
+        ("torch.zeros(len(items), 8, dtype=torch.long)", "[?, 8]"),
+        ("torch.full((len(items), 4), 0.5)", "[?, 4]"),
+        ("torch.full((len(items), 4), fill_value=0.5)", "[?, 4]"),
+        ("x.new_zeros(len(items), 3)", "[?, 3]"),
+        ("x.new_full((2, len(items)), -1.0)", "[2, ?]"),
+    ],
+)
+def test_an_allocation_has_as_many_axes_as_sizes_given(allocation: str, expected: str) -> None:
+    """A size it cannot read is ``?``; the rank is still the number of sizes (the routers and
+    losses of mixture-of-experts code count tokens per expert this way)."""
+    source = f"""
+        import torch
+
+        def split(x, items):
+            y = {allocation}
+            return y
+        """
+    fact = _facts_of(source, "y")
+    assert fact.shape is not None and f"[{', '.join(map(str, fact.shape))}]" == expected
+
+
+def test_an_allocation_of_sizes_spliced_from_an_unknown_keeps_the_rank_unknown() -> None:
+    fact = _facts_of("import torch\n\ndef split(x, shape):\n    y = torch.zeros(*shape)\n", "y")
+    assert fact.shape is None
+
+
 def test_a_head_split_after_a_spliced_prefix_learns_the_rank_on_a_guess() -> None:
     """``view(*h.shape[:-1], -1, d).transpose(1, 2)`` (every Hugging Face attention): the
     heads move in front of the sequence, so ``h`` is taken to be [batch, seq, features]."""

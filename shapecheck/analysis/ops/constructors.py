@@ -43,15 +43,33 @@ from shapecheck.analysis.ops import (
 
 @function_op(*torch_names("randn", "rand", "zeros", "ones", "empty", "full"))
 def allocate(call: OpCall) -> Fact:
-    sizes = call.sizes(0, -1 if call.name == "torch.full" else None)
+    """``torch.zeros(b, n, d)``: as many axes as sizes are given, a size it cannot read
+    (``torch.zeros(len(items), d)``) being ``?``."""
     dtype = call.get(None, "dtype")
     named = DTYPES.get(dtype[0].name) if dtype and isinstance(dtype[0], QualifiedName) else None
     if dtype is None and call.name != "torch.full":
         named = "float32"  # PyTorch's default dtype (torch.full takes its fill value's)
-    if sizes is None or any(size is None for size in sizes):
-        return new_tensor(None, call.node, dtype=named)
-    shape = tuple(size for size in sizes if size is not None)
-    return new_tensor(shape, call.node, dtype=named)
+    return new_tensor(_allocated_shape(call, 0), call.node, dtype=named)
+
+
+@tensor_op("new_zeros", "new_ones", "new_empty", "new_full")
+def allocate_new(call: OpCall) -> Fact:
+    """``x.new_zeros(b, n)``: a tensor of the sizes given, of ``x``'s dtype unless another
+    is written."""
+    dtype = call.get(None, "dtype")
+    named = DTYPES.get(dtype[0].name) if dtype and isinstance(dtype[0], QualifiedName) else None
+    return new_tensor(_allocated_shape(call, 0), call.node, dtype=named or call.receiver.dtype)
+
+
+def _allocated_shape(call: OpCall, start: int) -> tuple[Dim, ...] | None:
+    """The sizes a constructor is given from ``args[start]`` (the last argument of
+    ``torch.full`` and ``new_full`` is the fill value, unless it is named); ``None``: how many
+    is unknown."""
+    full = call.name in ("torch.full", "new_full") and "fill_value" not in call.kwargs
+    sizes = call.sizes(start, -1 if full else None)
+    if sizes is None:
+        return None
+    return tuple(Dim.symbol("?") if size is None else size for size in sizes)
 
 
 @function_op("torch.tensor")
