@@ -117,7 +117,7 @@ def test_keys_joined_to_earlier_ones_are_as_long_as_both() -> None:
         "past = torch.zeros(b, self.heads, 5, k.shape[-1])\n"
         "keys = torch.cat([past, k], dim=-2)\n"
         "again = torch.cat([k, k], dim=2)\n"
-        "unknown = torch.cat([x.new_zeros(()), k], dim=-2)\n"
+        "unknown = torch.cat([torch.zeros(self.num_buckets), k], dim=-2)\n"
     )
     assert shape_of(body, "keys") == "[b, self.heads, (5+n), dim_head]"
     assert shape_of(body, "again") == "[b, self.heads, 2*n, dim_head]"
@@ -130,7 +130,7 @@ def test_a_bias_of_unknown_sizes_broadcasts_onto_the_scores() -> None:
     is seen."""
     body = QKV + (
         "scores = q @ k.transpose(-2, -1) * self.scale\n"
-        "bias = x.new_zeros(()).view(1, -1, 1, 1)\n"
+        "bias = torch.zeros(self.num_buckets).view(1, -1, 1, 1)\n"
         "biased = scores + bias\n"
         "other = bias + scores\n"
         "weights = biased.softmax(dim=1)\n"
