@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from shapecheck.analysis import analyse
-from shapecheck.analysis.dims import Dim
+from shapecheck.analysis.dims import Dim, format_shape
 from shapecheck.analysis.facts import IntFact, TensorFact
 from shapecheck.analysis.layout import Layout, faithful_order, plan_view
 from shapecheck.linter import lint_source
@@ -375,6 +375,64 @@ def test_an_allocation_has_as_many_axes_as_sizes_given(allocation: str, expected
 def test_an_allocation_of_sizes_spliced_from_an_unknown_keeps_the_rank_unknown() -> None:
     fact = _facts_of("import torch\n\ndef split(x, shape):\n    y = torch.zeros(*shape)\n", "y")
     assert fact.shape is None
+
+
+def _shapes_in(source: str, function: str) -> dict[str, str]:
+    """The shape of what each name of ``function`` was bound to last, a leading prefix
+    written ``*owner.shape[:-k]``."""
+    text = textwrap.dedent(source)
+    [facts] = [f for f in analyse(ast.parse(text), text).functions if f.name == function]
+    shapes = {}
+    for _, name, fact in facts.bindings:
+        if isinstance(fact, TensorFact) and fact.prefixed is not None:
+            prefix, tail = fact.prefixed.prefix, ", ".join(map(str, fact.prefixed.tail))
+            shapes[name] = f"[*{prefix.owner}.shape[:-{prefix.dropped}], {tail}]"
+        elif isinstance(fact, TensorFact):
+            shapes[name] = format_shape(fact.shape)
+    return shapes
+
+
+HELPER_KEEPS_THE_LEADING_SIZES = """\
+    import torch
+    import torch.nn as nn
+
+
+    class Conv1D(nn.Module):
+        def __init__(self, nf, nx):
+            super().__init__()
+            self.nf = nf
+
+        def forward(self, x):
+            size_out = x.size()[:-1] + (self.nf,)
+            x = torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight)
+            return x.view(size_out)
+
+
+    def split_heads(x, heads):
+        return x.view(*x.shape[:-1], heads, -1)
+
+
+    class Attention(nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.c_attn = Conv1D(3 * 64, 64)
+
+        def forward(self, hidden_states: tuple[torch.FloatTensor] | None, x):
+            qkv = self.c_attn(hidden_states)
+            heads = split_heads(hidden_states, 8)
+            x = x.view(2, 3, 4)
+            again = split_heads(x, 2)
+    """
+
+
+def test_a_helpers_leading_sizes_come_back_in_the_callers_names() -> None:
+    """``x.shape[:-1]`` of a helper's parameter is that of the name its caller passed
+    (GPT-2's ``Conv1D``, ``size()[:-1] + (nf,)``), never a name of the caller's own that the
+    helper's parameter happens to share (``x`` here)."""
+    shapes = _shapes_in(HELPER_KEEPS_THE_LEADING_SIZES, "Attention.forward")
+    assert shapes["qkv"] == "[*hidden_states.shape[:-1], ?]"
+    assert shapes["heads"] == "[*hidden_states.shape[:-1], 8, ?]"
+    assert shapes["again"] == "[2, 3, 2, 2]"
 
 
 def test_a_head_split_after_a_spliced_prefix_learns_the_rank_on_a_guess() -> None:

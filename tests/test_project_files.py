@@ -906,6 +906,47 @@ def _analysed(path: Path):  # type: ignore[no-untyped-def]
     return analyse(source.module, source.text, path=str(path))
 
 
+def test_a_layer_of_another_file_keeps_the_leading_sizes_of_what_it_is_given(
+    tmp_path: Path,
+) -> None:
+    """GPT-2's ``Conv1D`` (``transformers/pytorch_utils.py``): ``x.view(x.size()[:-1] +
+    (nf,))`` comes back as ``[*hidden_states.shape[:-1], nf]`` in the caller's names."""
+    conv = """\
+        import torch
+        import torch.nn as nn
+
+
+        class Conv1D(nn.Module):
+            def __init__(self, nf, nx):
+                super().__init__()
+                self.nf = nf
+
+            def forward(self, x):
+                size_out = x.size()[:-1] + (self.nf,)
+                x = torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight)
+                return x.view(size_out)
+        """
+    model = """\
+        import torch.nn as nn
+        from .pytorch_utils import Conv1D
+
+
+        class Attention(nn.Module):
+            def __init__(self, config):
+                super().__init__()
+                self.c_attn = Conv1D(3 * config.hidden_size, config.hidden_size)
+
+            def forward(self, hidden_states, x):
+                qkv = self.c_attn(hidden_states)
+        """
+    folder = package(tmp_path, pytorch_utils=conv, model=model)
+    [forward] = [f for f in _analysed(folder / "model.py").functions if f.name.endswith("forward")]
+    [qkv] = [fact for _, name, fact in forward.bindings if name == "qkv"]
+    assert isinstance(qkv, TensorFact) and qkv.prefixed is not None
+    assert (qkv.prefixed.prefix.owner, qkv.prefixed.prefix.dropped) == ("hidden_states", 1)
+    assert len(qkv.prefixed.tail) == 1
+
+
 def test_coverage_counts_what_came_from_other_files(tmp_path: Path) -> None:
     from shapecheck.coverage import measure
 

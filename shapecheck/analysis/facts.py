@@ -248,6 +248,9 @@ class ShapePrefix(Fact):
     owner: str
     """The name the tensor is bound to (``hidden_states``)."""
     dropped: int
+    passed: bool = False
+    """Read while ``owner``, a parameter, held what the call passed it: a caller that passed
+    a name of its own reads the prefix in that name."""
 
 
 @dataclass(frozen=True)

@@ -1071,7 +1071,7 @@ def reanchored(fact: Fact, call: ast.AST, handed: Sequence[TensorFact] = ()) -> 
     if isinstance(fact, RepeatedFact):
         return RepeatedFact(reanchored(fact.item, call, handed))
     if isinstance(fact, TensorFact):
-        changes: dict[str, Any] = {"origin": call, "prefixed": None, "unread_fills": ()}
+        changes: dict[str, Any] = {"origin": call, "unread_fills": ()}
         for each in fields(fact):
             if each.name not in changes:
                 value = getattr(fact, each.name)

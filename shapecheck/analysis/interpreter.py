@@ -984,8 +984,13 @@ class Interpreter:
             return matrix_product(self, node, left_tensor, right_tensor, node.left, node.right)
         symbol = _ARITHMETIC.get(type(operator))
         sequences = (SizeFact, TupleFact)
-        if symbol == "+" and isinstance(left, sequences) and isinstance(right, sequences):
-            return TupleFact(items_of(left) + items_of(right))
+        if symbol == "+" and isinstance(right, sequences):
+            if isinstance(left, sequences):
+                return TupleFact(items_of(left) + items_of(right))
+            if isinstance(left, ShapePrefix):  # x.size()[:-1] + (nf,): Conv1D's output sizes
+                return PrefixedSizes(left, tuple(items_of(right)))
+            if isinstance(left, PrefixedSizes):
+                return PrefixedSizes(left.prefix, (*left.tail, *items_of(right)))
         if symbol in ("//", "*") and not (
             isinstance(left, TensorFact) or isinstance(right, TensorFact)
         ):
@@ -1156,7 +1161,7 @@ class Interpreter:
         split = tensor.prefixed
         if split is not None and len(split.tail) == dropped:
             return split.prefix
-        return ShapePrefix(key, dropped)
+        return ShapePrefix(key, dropped, passed=self.holds_passed(key, tensor))
 
     def spliced(self, fact: Fact) -> Fact:
         """What ``*value`` splices in: a shape prefix read again now, if its rank is known."""
@@ -1848,10 +1853,58 @@ class Interpreter:
                     self.context.inlined_ranks[key] = shown
         if shown and self.context.shapes:
             self._handed_uses(function.node.name, [*args, *kwargs.values()], arguments, shown)
+        returned = self._in_callers_names(returned, function, args, kwargs)
         if home is not None:
             assert project is not None
             returned = project.arrived(node, returned, arguments.values())
         return _uncertain(returned) if function.uncertain else returned
+
+    def _in_callers_names(
+        self,
+        fact: Fact,
+        function: FunctionRef,
+        args: list[Argument],
+        kwargs: dict[str, Argument],
+    ) -> Fact:
+        """``fact``, returned by a call of ``function``, with the shape prefixes it names in
+        this function's names: ``x.shape[:-1]`` of the callee's parameter ``x`` is that of the
+        name passed to it (Conv1D's ``x.view(x.size()[:-1] + (nf,))``). A prefix handed in
+        stays; one of the callee's own names, or of an argument that is no name, is dropped."""
+        positional = [param.name for param in _callee_parameters(function)]
+        passed = {**dict(zip(positional, args, strict=False)), **kwargs}
+        handed = {
+            tensor.prefixed
+            for argument, _ in passed.values()
+            if isinstance(tensor := argument, TensorFact) and tensor.prefixed is not None
+        }
+
+        def renamed(prefix: ShapePrefix) -> ShapePrefix | None:
+            if "@" in prefix.owner:  # a jaxtyping *batch: a symbol, no name
+                return prefix
+            given = passed.get(prefix.owner) if prefix.passed else None
+            name = dotted_name(given[1]) if given is not None else None
+            if name is None:
+                return None
+            return ShapePrefix(name, prefix.dropped, self.holds_passed(name, self.env.get(name)))
+
+        def translated(fact: Fact) -> Fact:
+            if isinstance(fact, TupleFact):
+                return TupleFact(tuple(translated(item) for item in fact.items))
+            if isinstance(fact, RepeatedFact):
+                return RepeatedFact(translated(fact.item))
+            if isinstance(fact, ShapePrefix):
+                return renamed(fact) or UNKNOWN
+            if isinstance(fact, PrefixedSizes):
+                prefix = renamed(fact.prefix)
+                return PrefixedSizes(prefix, fact.tail) if prefix else UNKNOWN
+            if isinstance(fact, TensorFact) and fact.prefixed not in (None, *handed):
+                assert fact.prefixed is not None
+                prefix = renamed(fact.prefixed.prefix)
+                split = PrefixedShape(prefix, fact.prefixed.tail) if prefix else None
+                return replace(fact, prefixed=split)
+            return fact
+
+        return translated(fact)
 
     def _nothing_to_learn(self, node: ast.Call, arguments: Mapping[str, Fact]) -> bool:
         """Following the call would tell nothing (what it is handed is noted before): its
@@ -1945,7 +1998,11 @@ def _declared_tensor(shape: tuple[Dim, ...] | PrefixedShape | None) -> TensorFac
 def _annotated(annotation: ast.expr, param: ast.arg) -> Fact:
     """A parameter by its annotation: ``torch.Tensor`` (optional or not) is a tensor,
     ``tuple[torch.Tensor, torch.Tensor]`` a pair of them, anything else (``Cache``,
-    ``list[...]``, ``Callable``) not a tensor."""
+    ``list[...]``, ``Callable``) not a tensor.
+
+    A guess: ``tuple[torch.FloatTensor]``, a tuple of one tensor, is that tensor. Hugging Face
+    annotates tensors so (GPT-2's ``hidden_states: tuple[torch.FloatTensor] | None``, passed
+    a tensor by every caller); a real tuple of one tensor is rarely written."""
     match annotation:
         case ast.BinOp(op=ast.BitOr(), left=left, right=right):
             if _is_none(right):
@@ -1958,7 +2015,9 @@ def _annotated(annotation: ast.expr, param: ast.arg) -> Fact:
             items = inner.elts if isinstance(inner, ast.Tuple) else [inner]
             fixed = not any(_is_ellipsis(item) for item in items)
             if kind in ("tuple", "Tuple") and fixed:
-                return TupleFact(tuple(_annotated(item, param) for item in items))
+                facts = tuple(_annotated(item, param) for item in items)
+                one_tensor = len(facts) == 1 and isinstance(facts[0], TensorFact)
+                return facts[0] if one_tensor else TupleFact(facts)
             return UNKNOWN
         case ast.Constant(value=str(text)):
             return _tensor_parameter(param) if "Tensor" in text else UNKNOWN
