@@ -1,7 +1,7 @@
 """Whole-repository linting as subprocesses, side by side with ruff and parse-only baselines.
 
     python benchmarks/repository.py [--corpus timm|transformers]... [--repeat 3] [--quick]
-                                    [--corpora DIR] [--against CHECKOUT]
+                                    [--corpora DIR] [--against CHECKOUT] [--shapecheck-only]
 
 Downloads the corpora once (``pip download`` of timm 1.0.31 and transformers 5.23.0 into
 DIR, default ``benchmarks/.corpora/``, each wheel unpacked into ``DIR/<name>/``): the
@@ -131,6 +131,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="one run each (--repeat 1)")
     parser.add_argument(
+        "--shapecheck-only",
+        action="store_true",
+        help="time shapecheck (and --against's) alone: no parse-only floors, no other linters",
+    )
+    parser.add_argument(
         "--against",
         type=Path,
         metavar="CHECKOUT",
@@ -144,7 +149,9 @@ def main() -> None:
     notes: list[str] = []
     shapecheck = _executable("shapecheck")
     has_libcst = importlib.util.find_spec("libcst") is not None
-    corpus_tools, precommit_tools = _tools(shapecheck, has_libcst, notes)
+    corpus_tools, precommit_tools = _tools(
+        shapecheck, has_libcst, notes, others=not options.shapecheck_only
+    )
     if options.against is not None:
         corpus_tools = _with_baseline(corpus_tools, options.against)
         precommit_tools = _with_baseline(precommit_tools, options.against)
@@ -202,9 +209,10 @@ def _executable(name: str) -> str | None:
 
 
 def _tools(
-    shapecheck: str | None, has_libcst: bool, notes: list[str]
+    shapecheck: str | None, has_libcst: bool, notes: list[str], *, others: bool = True
 ) -> tuple[list[Tool], list[Tool]]:
-    """The tools timed over a corpus, and over the pre-commit file; what is missing is noted."""
+    """The tools timed over a corpus, and over the pre-commit file (shapecheck alone unless
+    ``others``); what is missing is noted."""
     corpus: list[Tool] = []
     precommit: list[Tool] = []
     if shapecheck is None:
@@ -217,6 +225,8 @@ def _tools(
         corpus.append(Tool("shapecheck cold --cache-dir", cached, SHAPECHECK_SUCCESS))
         corpus.append(Tool("shapecheck warm --cache-dir", cached, SHAPECHECK_SUCCESS))
         precommit.extend(corpus)
+    if not others:
+        return corpus, precommit
 
     parsers = [("ast", "parse", "SyntaxError, ValueError")]
     if has_libcst:
