@@ -377,6 +377,35 @@ def test_an_allocation_of_sizes_spliced_from_an_unknown_keeps_the_rank_unknown()
     assert fact.shape is None
 
 
+@pytest.mark.parametrize(
+    ("ranked", "values", "indices"),
+    [
+        ("torch.topk(probs, top_k, dim=-1)", "[b, n, top_k]", "[b, n, top_k]"),
+        ("probs.topk(2)", "[b, n, 2]", "[b, n, 2]"),
+        ("torch.topk(probs, 3, 1)", "[b, 3, e]", "[b, 3, e]"),
+        ("probs.sort(dim=1, descending=True)", "[b, n, e]", "[b, n, e]"),
+        ("torch.max(probs, dim=-1)", "[b, n]", "[b, n]"),
+        ("probs.min(1, keepdim=True)", "[b, 1, e]", "[b, 1, e]"),
+        ("(probs.topk(2).values, probs.topk(2).indices)", "[b, n, 2]", "[b, n, 2]"),
+    ],
+)
+def test_rankings_and_extremes_along_an_axis_give_values_and_indices(
+    ranked: str, values: str, indices: str
+) -> None:
+    """A mixture of experts' router: ``weights, experts = torch.topk(probs, top_k, dim=-1)``."""
+    source = f"""
+        import torch
+
+        def split(logits, top_k):
+            b, n, e = logits.shape
+            probs = logits.softmax(dim=-1)
+            weights, experts = {ranked}
+        """
+    weights, experts = _facts_of(source, "weights"), _facts_of(source, "experts")
+    assert (format_shape(weights.shape), format_shape(experts.shape)) == (values, indices)
+    assert (weights.dtype, experts.dtype) == (None, "int64")
+
+
 def _shapes_in(source: str, function: str) -> dict[str, str]:
     """The shape of what each name of ``function`` was bound to last, a leading prefix
     written ``*owner.shape[:-k]``."""

@@ -910,6 +910,8 @@ class Interpreter:
             return UNKNOWN
         if isinstance(base, QualifiedName):
             return QualifiedName(canonical(f"{base.name}.{attribute}"))
+        if isinstance(base, TupleFact) and len(base.items) == 2 and attribute in _RANKED:
+            return base.items[_RANKED.index(attribute)]  # x.topk(k).indices
         if isinstance(base, ImportedName):
             return ImportedName(base.reason, f"{base.detail}.{attribute}")
         if isinstance(base, InstanceFact | ClassRef):
@@ -2026,6 +2028,9 @@ def _annotated(annotation: ast.expr, param: ast.arg) -> Fact:
 
 
 _LOOKUPS = ("get", "get_interface")
+
+_RANKED = ("values", "indices")
+"""The fields of what ``max``, ``min``, ``topk`` and ``sort`` return (a tuple has none)."""
 
 
 def _default_function(name: str, args: list[Argument]) -> FunctionRef | None:

@@ -1,5 +1,6 @@
 """Reductions: ``sum``, ``mean``, ``amax``, ``logsumexp``, ``std``, ``any``, ``argmax``… over
-the axes ``dim`` names (``keepdim=True`` keeps them as 1s), or over all of them."""
+the axes ``dim`` names (``keepdim=True`` keeps them as 1s), or over all of them; and the
+rankings along one axis, ``topk`` and ``sort``."""
 
 from __future__ import annotations
 
@@ -128,3 +129,51 @@ def _reduced(
         prefixed=prefixed,
         known_last=last,
     )
+
+
+@tensor_op("topk", "sort", functions=torch_names("topk", "sort"))
+def ranked(call: OpCall) -> Fact:
+    """``values, indices = x.topk(k, dim=-1)`` (a mixture of experts' router), ``x.sort(dim)``:
+    both shaped like ``x``, but ``k`` long along ``dim`` for ``topk``; the indices int64."""
+    top = call.name.removeprefix("torch.") == "topk"
+    given = call.get(1 if top else 0, "dim")
+    axis = -1 if given is None else given[0].dim.value if isinstance(given[0], IntFact) else None
+    k = call.get(0, "k") if top else None
+    length = call.context.size(*k) if k is not None else None
+    receiver, shape = call.receiver, None
+    if (
+        receiver.shape is not None
+        and axis is not None
+        and -len(receiver.shape) <= axis < len(receiver.shape)
+    ):
+        shape = list(receiver.shape)
+        if top:
+            shape[axis] = length if length is not None else Dim.symbol("?")
+    values = new_tensor(
+        None if shape is None else tuple(shape), call.node, receiver, dtype=receiver.dtype
+    )
+    indices = new_tensor(values.shape, call.node, receiver, dtype="int64")
+    return TupleFact((values, indices))
+
+
+@tensor_op("max", "min", functions=torch_names("max", "min"))
+def extreme(call: OpCall) -> Fact:
+    """``values, indices = x.max(dim=-1)`` (``keepdim`` keeps the axis as 1), ``x.max()`` one
+    value. Of scores, unknown, as the other reductions (a stable softmax subtracts it); two
+    tensors (``torch.max(a, b)``, elementwise) are not modelled."""
+    name = call.name.removeprefix("torch.")
+    given = call.get(0, "dim") or call.get(None, "axis")
+    receiver = call.receiver
+    if receiver.is_scores or (given is not None and isinstance(given[0], TensorFact)):
+        return Unknown("op", name)
+    if given is None:
+        return _reduced(call, name, (), None)
+    keepdim = _flag(call.get(1, "keepdim"))
+    axis = given[0].dim.value if isinstance(given[0], IntFact) else None
+    shape = receiver.shape
+    if keepdim is None or axis is None or shape is None or not -len(shape) <= axis < len(shape):
+        return Unknown("op", name)
+    kept = _kept(shape, [axis % len(shape)], keepdim)
+    values = _reduced(call, name, kept, None)
+    indices = new_tensor(kept, call.node, receiver, dtype="int64")
+    return TupleFact((values, indices))
