@@ -486,6 +486,26 @@ def test_a_head_split_after_a_spliced_prefix_learns_the_rank_on_a_guess() -> Non
     assert merged.shape is not None and len(merged.shape) == 3
 
 
+@pytest.mark.parametrize("view", ["view(hidden_shape)", "view(*hidden_shape)"])
+def test_sizes_after_a_prefix_are_read_named_or_spliced(view: str) -> None:
+    """BERT's family writes ``.view(*hidden_shape)``, LLaMA's ``.view(hidden_shape)``."""
+    source = f"""\
+        import torch
+
+        def split(self, hidden_states):
+            input_shape = hidden_states.shape[:-1]
+            hidden_shape = (*input_shape, -1, 4)
+            q = self.q_proj(hidden_states).{view}.transpose(1, 2)
+            k = self.k_proj(hidden_states).{view}.transpose(1, 2)
+        """
+    for name in ("q", "k"):
+        fact = _facts_of(source, name)
+        assert fact.shape is not None and [str(dim) for dim in fact.shape][2:] == [
+            "hidden_states.shape[1]",
+            "4",
+        ]
+
+
 def test_a_spliced_prefix_without_a_head_split_says_nothing_about_rank() -> None:
     """LLaMA's rotary embedding reshapes ``*x.shape[:-1]`` of a 4-D tensor: no guess there."""
     source = """\

@@ -1567,8 +1567,10 @@ class Interpreter:
             fact = self.spliced(self.eval(argument.value))
             if isinstance(fact, SizeFact | TupleFact):
                 args.extend((item, argument) for item in items_of(fact))
-            else:  # a prefix of unknown length, or anything else spliced in
-                args.append((fact if isinstance(fact, ShapePrefix) else UNKNOWN, argument))
+            else:  # a prefix of unknown length (with sizes after it: ``view(*hidden_shape)``,
+                # read as ``view(hidden_shape)``), or anything else spliced in
+                spliced = isinstance(fact, ShapePrefix | PrefixedSizes)
+                args.append((fact if spliced else UNKNOWN, argument))
         for keyword in node.keywords:
             fact = self.eval(keyword.value)
             if keyword.arg is not None:  # ``**options`` maps to no parameter we can name
