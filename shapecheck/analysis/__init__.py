@@ -581,7 +581,8 @@ def _parameter_facts(context: ModuleContext) -> dict[FunctionNode, dict[str, Fac
                 assert site is not None
                 merged = site[name] if merged is None else join(merged, site[name])
             if isinstance(merged, TensorFact):
-                merged = _sizes_callers_name_apart(merged, [site[name] for site in sites if site])
+                passed = [site[name] for site in sites if site is not None]
+                merged = _sizes_callers_name_apart(name, merged, passed)
             if merged is not None and not isinstance(merged, Unknown):  # callers know nothing
                 joined[name] = merged  # leave the function its own assumptions
         if joined:
@@ -589,19 +590,22 @@ def _parameter_facts(context: ModuleContext) -> dict[FunctionNode, dict[str, Fac
     return facts
 
 
-def _sizes_callers_name_apart(joined: TensorFact, passed: list[Fact]) -> TensorFact:
+def _sizes_callers_name_apart(name: str, joined: TensorFact, passed: list[Fact]) -> TensorFact:
     """``joined`` with each size every caller names, but differently (``q``'s, ``k``'s and
-    ``v``'s lengths handed to one helper), an axis that exists: unknown, yet the function's
-    own unpacking of it (``batch, length, d = t.shape``) names it, as it names a parameter's."""
+    ``v``'s lengths handed to one helper), an axis that exists: the parameter's own size,
+    unnamed (``name.shape[1]``), which the function's own unpacking of it (``batch, length,
+    d = t.shape``) names, as it names a parameter's."""
     shapes = [fact.shape for fact in passed if isinstance(fact, TensorFact)]
     if joined.shape is None or len(shapes) != len(passed) or any(s is None for s in shapes):
         return joined
     exists = [  # every caller names the size, or shows the axis exists
-        all(s is not None and (not s[axis].has_unknown or s[axis].is_unnamed_axis) for s in shapes)
+        all(s is not None and (not s[axis].unrelated or s[axis].is_nameable) for s in shapes)
         for axis in range(len(joined.shape))
     ]
     sizes = [
-        Dim.unnamed_axis() if dim.has_unknown and exists[axis] else dim
+        Dim.unnamed(f"{name}.shape[{axis}]", nameable=True)
+        if dim.has_unknown and exists[axis]
+        else dim
         for axis, dim in enumerate(joined.shape)
     ]
     return replace(joined, shape=tuple(sizes))
