@@ -298,8 +298,10 @@ def _is_unknown(atom: Atom) -> bool:
 def _is_unnamed(atom: Atom) -> bool:
     """An unnamed size, or a sum or quotient with one (they compare no better than it)."""
     if isinstance(atom, Symbol):
+        if atom.unnamed:
+            return True
         terms = _TERMS.get(atom)
-        return atom.unnamed or (terms is not None and any(term.has_unnamed for term in terms))
+        return terms is not None and any(term.has_unnamed for term in terms)
     return atom.numerator.has_unnamed or atom.denominator.has_unnamed
 
 
