@@ -150,19 +150,26 @@ def test_unnamed_sizes_of_two_parameters_are_never_found_to_differ() -> None:
     assert "SC404" in [code for code, _, _ in _findings(named)]
 
 
-SHIFTED = """\
+RELATIVE_SCORES = """\
 class RelativeAttention(nn.Module):
     def forward(self, q, pos_emb):
         b, h, n, d = q.shape
         pos = pos_emb.view(b, -1, h, d).permute(0, 2, 3, 1)
         return self.shift(q @ pos)
+"""
+"""Scores of the queries against positions whose count the caller's ``-1`` leaves unknown,
+handed to a helper that shifts them."""
 
+SHIFTED = (
+    RELATIVE_SCORES
+    + """
     def shift(self, pos_tensor):
         zero_pad = torch.zeros((*pos_tensor.size()[:3], 1), dtype=pos_tensor.dtype)
         padded = torch.cat([zero_pad, pos_tensor], dim=-1)
         padded = padded.view(*pos_tensor.size()[:2], pos_tensor.size(3) + 1, pos_tensor.size(2))
         return padded[:, :, 1:].view_as(pos_tensor)[:, :, :, : pos_tensor.size(-1) // 2 + 1]
 """
+)
 """fastspeech2-conformer's relative shift (Transformer-XL's skew): the padded scores read as
 ``[.., m+1, n]``, a row dropped, read back. The caller's ``-1`` leaves the positions' count
 unknown, so ``m`` is the helper's own size, unnamed: where it equals ``n`` the views move
@@ -192,26 +199,23 @@ def test_a_finding_shows_an_unnamed_size_by_where_it_comes_from() -> None:
     assert message.startswith("scores scaled by 1/q.shape[3], not 1/sqrt(q.shape[3])")
 
 
-UNPACKED_SHIFT = """\
-class RelativeAttention(nn.Module):
-    def forward(self, q, pos_emb):
-        b, h, n, d = q.shape
-        pos = pos_emb.view(b, -1, h, d).permute(0, 2, 3, 1)
-        return self._rel_shift(q @ pos)
-
-    def _rel_shift(self, attention_scores):
+UNPACKED_SHIFT = (
+    RELATIVE_SCORES
+    + """
+    def shift(self, attention_scores):
         batch_size, num_heads, query_length, position_length = attention_scores.shape
         attention_scores = nn.functional.pad(attention_scores, pad=(1, 0))
         attention_scores = attention_scores.view(batch_size, num_heads, -1, query_length)
         return attention_scores[:, :, 1:].view(batch_size, num_heads, query_length, position_length)
 """
+)
 """parakeet's ``_rel_shift``: the helper names the positions' count its caller could not
 (``position_length``); a name given to a size nobody knew does not make it a size rules
 compare (it stayed ``?`` before it had a symbol of its own), so the skew is no head split."""
 
 
 def test_a_size_nobody_knew_stays_unnamed_where_the_code_unpacks_it() -> None:
-    facts = _facts(UNPACKED_SHIFT, "_rel_shift")
+    facts = _facts(UNPACKED_SHIFT, "shift")
     positions = facts["position_length"]
     assert getattr(positions, "dim", None) is not None and positions.dim.unrelated  # type: ignore[union-attr]
     assert [code for code, _, _ in _findings(UNPACKED_SHIFT)] == []
