@@ -219,3 +219,27 @@ def test_a_size_nobody_knew_stays_unnamed_where_the_code_unpacks_it() -> None:
     positions = facts["position_length"]
     assert getattr(positions, "dim", None) is not None and positions.dim.unrelated  # type: ignore[union-attr]
     assert [code for code, _, _ in _findings(UNPACKED_SHIFT)] == []
+
+
+TWO_CALLERS = """\
+class Attention(nn.Module):
+    def forward(self, x, y):
+        b, n, d = x.shape
+        c, m, e = y.shape
+        return self.attend(x, x), self.attend(y, y)
+
+    def attend(self, q, k):
+        scores = q @ k.transpose(-2, -1)
+        return scores.softmax(dim=-1)
+"""
+"""A helper called twice, on ``x`` and on ``y``: its callers name its sizes apart (``b`` or
+``c``), but each hands ``q`` and ``k`` the same ones."""
+
+
+def test_sizes_every_call_hands_equal_are_one_size() -> None:
+    """The helper's ``q`` and ``k`` share their batch and length, so the scores are square in
+    one length, whatever the call."""
+    facts = _facts(TWO_CALLERS, "attend")
+    assert _shape(facts["q"]) == "[q.shape[0], q.shape[1], q.shape[2]]"
+    assert _shape(facts["k"]) == "[q.shape[0], q.shape[1], q.shape[2]]"
+    assert _shape(facts["scores"]) == "[q.shape[0], q.shape[1], q.shape[1]]"
