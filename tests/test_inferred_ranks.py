@@ -79,33 +79,43 @@ def test_an_unpacking_after_the_first_use_names_the_sizes_from_the_start(unpacke
 
 
 def test_a_shape_spliced_into_an_unpacking_has_the_names_it_is_given() -> None:
+    """... and the axis ``_`` skips is ``q``'s own size, unnamed."""
     source = """\
         def f(self, q, k):
             y = q.relu()
             batch, heads, length, _, keys, device = *q.shape, k.shape[-2], q.device
             return y
         """
-    assert shape(entry(source, "q")) == ["batch", "heads", "length", "?"]
+    assert shape(entry(source, "q")) == ["batch", "heads", "length", "q.shape[3]"]
+    assert entry(source, "q").shape[3].is_unnamed  # type: ignore[index]
     assert entry(source, "k").rank is None
 
 
-def test_an_unpacking_names_the_sizes_a_use_left_unnamed() -> None:
-    """``permute`` shows four axes but not their sizes, which stay unnamed (rules take two
-    named sizes for two different ones); ``B, H, L, D = x.shape`` names them after it."""
+def test_an_unpacking_names_the_very_sizes_a_use_left_unnamed() -> None:
+    """``permute`` shows four axes but not their sizes, which are ``x``'s own, unnamed (rules
+    take two named sizes for two different ones); ``B, H, L, D = x.shape`` after it binds
+    the names to those very sizes, which ``y`` holds too: one axis, one symbol."""
     source = """\
         def f(x):
             y = x.permute(0, 2, 1, 3)
             B, H, L, D = x.shape
             z = x
+            w = y.reshape(B, L, H * D)
             return y
         """
-    assert shape(bound(source, "y")) == ["?", "?", "?", "?"]
-    assert shape(bound(source, "z")) == ["B", "H", "L", "D"]
+    assert shape(bound(source, "y")) == ["x.shape[0]", "x.shape[2]", "x.shape[1]", "x.shape[3]"]
+    facts = {name: fact for _, name, fact in _function_facts(source, "f")}
+    y, z = facts["y"], facts["z"]
+    assert isinstance(y, TensorFact) and isinstance(z, TensorFact)
+    assert y.shape is not None and z.shape == (y.shape[0], y.shape[2], y.shape[1], y.shape[3])
+    assert all(dim.is_named for dim in y.shape)  # named now, where ``y`` holds them too
+    assert shape(bound(source, "w")) == ["x.shape[0]", "x.shape[2]", "x.shape[1]*x.shape[3]"]
 
 
-def test_an_unpacking_leaves_sizes_unknown_for_other_reasons_unknown() -> None:
-    """A sliced axis whose length no size names (``n - 2``) is unknown: naming it would make
-    it a size of its own that rules take for different from every other."""
+def test_an_unpacking_makes_a_size_nobody_knew_the_tensors_own_unnamed() -> None:
+    """A sliced axis whose length no size names (``n - 2``) is unknown until an unpacking
+    reads it: then it is ``y``'s own size, unnamed, not ``N``: named, rules would take it for
+    different from every other."""
     source = """\
         def f(x, n: int):
             y = torch.zeros(4, n)[:, 2:]
@@ -113,7 +123,9 @@ def test_an_unpacking_leaves_sizes_unknown_for_other_reasons_unknown() -> None:
             z = y
             return z
         """
-    assert shape(bound(source, "z")) == ["4", "?"]
+    z = bound(source, "z")
+    assert shape(z) == ["4", "y.shape[1]"]
+    assert z.shape is not None and z.shape[1].is_unnamed and not z.shape[1].is_named
 
 
 @pytest.mark.parametrize(

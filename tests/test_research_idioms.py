@@ -296,7 +296,8 @@ def test_a_shape_spliced_into_an_unpacking_names_its_sizes() -> None:
 
 
 def test_a_shape_spliced_after_a_use_showed_its_rank_names_its_sizes() -> None:
-    """``permute`` shows ``q`` 4-D with sizes unnamed; the spliced unpacking names them."""
+    """``permute`` shows ``q`` 4-D with sizes of its own, unnamed; the spliced unpacking
+    binds its names to those very sizes (``moved`` holds them too)."""
     text = (
         "import torch\n\n\n"
         "def attend(q, k):\n"
@@ -304,7 +305,7 @@ def test_a_shape_spliced_after_a_use_showed_its_rank_names_its_sizes() -> None:
         "    batch, heads, q_len, _, k_len = *q.shape, k.shape[-2]\n"
         "    again = q * 2\n"
     )
-    assert _bound(text, "attend", "again") == "[batch, heads, q_len, ?]"
+    assert _bound(text, "attend", "again") == "[q.shape[0], q.shape[1], q.shape[2], q.shape[3]]"
 
 
 KERNELS = """\
@@ -470,19 +471,21 @@ def attend(q, k, mask, x, bias):
 @pytest.mark.parametrize(
     ("name", "shape"),
     [
-        ("inside", "[?, ?, ?]"),  # where the test holds
-        ("k", "[?, q.shape[1], ?, ?]"),  # the branch's k: its rank known there
-        ("four", "[?, ?, ?, ?]"),  # elif
+        ("inside", "[k.shape[0], k.shape[1], k.shape[2]]"),  # where the test holds
+        ("k", "[k.shape[0], q.shape[1], k.shape[1], k.shape[2]]"),  # its rank known there
+        ("four", "[k.shape[0], k.shape[1], k.shape[2], k.shape[3]]"),  # elif
         ("after", "?"),  # 4-D on one branch, of unknown rank on the other
-        ("guarded", "[?, ?, ?, ?]"),  # the code after the test runs only where it held
-        ("asserted", "[x.shape[0], ?]"),  # each test an `and` joins
+        # the code after the test runs only where it held
+        ("guarded", "[mask.shape[0], mask.shape[1], mask.shape[2], mask.shape[3]]"),
+        ("asserted", "[x.shape[0], x.shape[1]]"),  # each test an `and` joins
         ("either", "?"),  # `or`: neither need hold
     ],
 )
 def test_a_rank_test_gives_the_rank_where_it_holds(name: str, shape: str) -> None:
     """``if k.ndim == 3:`` (``k.dim()``, ``len(k.shape)``; ``!=`` for the other branch, an
-    ``assert``): where the test holds, the tensor has that rank; past the ``if``, where either
-    branch may have run, only what both say."""
+    ``assert``): where the test holds, the tensor has that rank, its sizes its own, unnamed
+    (``k.shape[0]``); past the ``if``, where either branch may have run, only what both
+    say."""
     functions = analyse(ast.parse(RANK_TESTS), RANK_TESTS).functions
     [found] = [f for f in functions if f.name == "attend"]
     facts = {bound: fact for node, bound, fact in found.bindings if bound == name}
@@ -496,7 +499,8 @@ def test_a_rank_test_leaves_a_name_the_branch_did_not_bind_as_it_came() -> None:
     [found] = [f for f in functions if f.name == "attend"]
     facts = {bound: fact for _, bound, fact in found.bindings}
     [passed] = [fact for node, bound, fact in found.bindings if bound == "bias"]
-    assert facts["untouched"] is passed and format_shape(facts["kept"].shape) == "[?, ?]"
+    kept = format_shape(facts["kept"].shape)
+    assert facts["untouched"] is passed and kept == "[bias.shape[0], bias.shape[1]]"
 
 
 def test_a_tensor_whose_rank_alone_a_test_gave_broadcasts_onto_the_scores() -> None:
@@ -517,14 +521,15 @@ def test_a_tensor_whose_rank_alone_a_test_gave_broadcasts_onto_the_scores() -> N
 def test_an_axis_of_unknown_size_expands_to_the_size_given() -> None:
     """x-transformers' ``flash_attn``: ``assert mask.ndim == 4`` then ``mask.expand(batch,
     heads, q_len, k_len)``: each axis of unknown size is 1 or already that size (PyTorch
-    raises otherwise), so the mask has the sizes given; its memory order is unknown."""
+    raises otherwise), so the mask has the sizes given (``-1`` keeps the mask's own, unnamed);
+    its memory order is unknown."""
     text = (
         "import torch\n\n\n"
         "def attend(mask, b: int, h: int):\n"
         "    assert mask.ndim == 3\n"
         "    grown = mask.expand(b, h, -1)\n"
     )
-    assert _bound(text, "attend", "grown") == "[b, h, ?]"
+    assert _bound(text, "attend", "grown") == "[b, h, mask.shape[2]]"
 
 
 CHOSEN = """\

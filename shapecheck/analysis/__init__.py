@@ -573,38 +573,47 @@ def _parameter_facts(context: ModuleContext) -> dict[FunctionNode, dict[str, Fac
     for function, sites in context.call_sites.items():
         if not sites or any(site is None for site in sites):
             continue
-        names = set.intersection(*(set(site) for site in sites if site is not None))
+        known = [site for site in sites if site is not None]
+        names = [name for name in known[0] if all(name in site for site in known)]
         joined: dict[str, Fact] = {}
         for name in names:
             merged: Fact | None = None
-            for site in sites:
-                assert site is not None
+            for site in known:
                 merged = site[name] if merged is None else join(merged, site[name])
-            if isinstance(merged, TensorFact):
-                merged = _sizes_callers_name_apart(merged, [site[name] for site in sites if site])
             if merged is not None and not isinstance(merged, Unknown):  # callers know nothing
                 joined[name] = merged  # leave the function its own assumptions
         if joined:
-            facts[function] = joined
+            facts[function] = _sizes_callers_name_apart(joined, known)
     return facts
 
 
-def _sizes_callers_name_apart(joined: TensorFact, passed: list[Fact]) -> TensorFact:
+def _sizes_callers_name_apart(
+    joined: dict[str, Fact], sites: list[dict[str, Fact]]
+) -> dict[str, Fact]:
     """``joined`` with each size every caller names, but differently (``q``'s, ``k``'s and
-    ``v``'s lengths handed to one helper), an axis that exists: unknown, yet the function's
-    own unpacking of it (``batch, length, d = t.shape``) names it, as it names a parameter's."""
-    shapes = [fact.shape for fact in passed if isinstance(fact, TensorFact)]
-    if joined.shape is None or len(shapes) != len(passed) or any(s is None for s in shapes):
-        return joined
-    exists = [  # every caller names the size, or shows the axis exists
-        all(s is not None and (not s[axis].has_unknown or s[axis].is_unnamed_axis) for s in shapes)
-        for axis in range(len(joined.shape))
-    ]
-    sizes = [
-        Dim.unnamed_axis() if dim.has_unknown and exists[axis] else dim
-        for axis, dim in enumerate(joined.shape)
-    ]
-    return replace(joined, shape=tuple(sizes))
+    ``v``'s lengths handed to one helper), an axis that exists: the parameter's own size,
+    unnamed (``name.shape[1]``), which the function's own unpacking of it (``batch, length,
+    d = t.shape``) names, as it names a parameter's. Sizes every call hands equal (each
+    caller's batch as both ``query``'s and ``key``'s first axis) are one such size."""
+    shared: dict[tuple[Dim, ...], Dim] = {}  # the sizes each call hands -> the one size here
+    result = dict(joined)
+    for name, fact in joined.items():
+        passed = [site[name] for site in sites]
+        shapes = [handed.shape for handed in passed if isinstance(handed, TensorFact)]
+        if not isinstance(fact, TensorFact) or fact.shape is None or len(shapes) != len(passed):
+            continue
+        if any(shape is None or len(shape) != len(fact.shape) for shape in shapes):
+            continue
+        sizes = list(fact.shape)
+        for axis, dim in enumerate(fact.shape):
+            handed = tuple(shape[axis] for shape in shapes if shape is not None)
+            # every caller names the size, or shows the axis exists
+            if dim.has_unknown and all(not size.unrelated or size.is_nameable for size in handed):
+                if handed not in shared:
+                    shared[handed] = Dim.unnamed(f"{name}.shape[{axis}]", nameable=True)
+                sizes[axis] = shared[handed]
+        result[name] = replace(fact, shape=tuple(sizes))
+    return result
 
 
 Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef

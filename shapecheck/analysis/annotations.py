@@ -313,7 +313,7 @@ def _axis_contradiction(
     bindings: Bindings,
     from_end: bool,
 ) -> str | None:
-    if axis.kind in ("any", "variadic") or dim.has_unknown:
+    if axis.kind in ("any", "variadic") or dim.unrelated:
         return None
     if axis.broadcast and dim.value in (None, 1):
         return None  # 1 passes and binds nothing; a size that may be 1 proves nothing

@@ -7,6 +7,20 @@ SC502 checks the assumption where the code makes it). Atoms are :class:`Symbol`
 (a named size: ``B``, ``self.head_dim``, a sum ``past+n``, or an unknown ``?``) or
 :class:`Quotient` (a floor division that does not simplify). Two symbols are the same size
 only if they are the same object: equal names from different places stay apart.
+
+Three kinds of size, by what is known of how they compare with others:
+
+- **named** (``B``, ``self.head_dim``, ``3*E``): sizes the code names. Rules take two of them
+  for different sizes unless they are the same symbol (the project's long-standing choice:
+  code that names two sizes apart means two sizes).
+- **unnamed** (``hidden_states.shape[0]``): a size a tensor has though the code never names
+  it, axis i of a parameter as the call received it (jaxtyping's named axes, read off the
+  code). Equal to itself wherever it flows, and known (``--coverage`` counts it), but of
+  *unknown relation* to every other size: a key's length and the query's, ``hidden_states``'
+  batch and ``attention_mask``'s, may be equal at run time. No rule or op concludes that it
+  differs from another size (:attr:`Dim.unrelated`), except by arithmetic
+  (:func:`provably_different`: ``2*n`` is not ``n``).
+- **unknown** (``?``): nothing is known; each is a size of its own, equal to nothing.
 """
 
 from __future__ import annotations
@@ -24,8 +38,11 @@ class Symbol:
 
     name: str
     serial: int
-    unnamed_axis: bool = field(default=False, compare=False)
-    """An unknown size (``?``) of an axis a use showed to exist (see ``Dim.unnamed_axis``)."""
+    unnamed: bool = field(default=False, compare=False)
+    """A size no code names (see ``Dim.unnamed``); its name says where it comes from
+    (``hidden_states.shape[0]``). The one field that changes: :func:`named_by_code` clears it."""
+    nameable: bool = field(default=False, compare=False)
+    """An unnamed size an unpacking may name (see ``Dim.unnamed``)."""
 
     @staticmethod
     def fresh(name: str) -> Symbol:
@@ -88,19 +105,30 @@ class Dim:
         return Dim(1, (atom,))
 
     @staticmethod
-    def unnamed_axis() -> Dim:
-        """The size of an axis the code's use of a tensor showed to exist (``x.permute(0, 2, 1,
-        3)``: four axes) but never named: unknown, like ``?``, until an unpacking names it."""
-        return Dim(1, (Symbol("?", next(_serials), unnamed_axis=True),))
+    def unnamed(axis: str, *, nameable: bool) -> Dim:
+        """The size of ``axis`` (``x.shape[1]``) of a tensor as a call received it, where no
+        code names it. ``nameable``: an axis a use showed to exist (``x.permute(0, 2, 1,
+        3)``: four axes; a rank test; all a caller tells is the rank, or callers name it
+        apart), which an unpacking later names: this very size, named from then on, as it
+        would be had the unpacking come first. Otherwise a size nobody knew (a caller's
+        ``?``, a concatenation's length beside known ones): it stays unnamed where the code
+        unpacks it, as it stayed unknown before it had a symbol of its own."""
+        return Dim(1, (Symbol(axis, next(_serials), unnamed=True, nameable=nameable),))
 
     @property
-    def is_unnamed_axis(self) -> bool:
+    def is_unnamed(self) -> bool:
+        """Just one unnamed size (``x.shape[1]``), no product or sum of it."""
         return (
             self.coefficient == 1
             and len(self.factors) == 1
             and isinstance(self.factors[0], Symbol)
-            and self.factors[0].unnamed_axis
+            and self.factors[0].unnamed
         )
+
+    @property
+    def is_nameable(self) -> bool:
+        """One unnamed size an unpacking may name (an axis a use showed to exist)."""
+        return self.is_unnamed and self.factors[0].nameable  # type: ignore[union-attr]
 
     @property
     def value(self) -> int | None:
@@ -169,12 +197,25 @@ class Dim:
 
     @property
     def is_named(self) -> bool:
-        """A size the code names: no unknown (``?``) part, and not a bare literal."""
-        return bool(self.factors) and not self.has_unknown
+        """A size the code names: no unknown (``?``) or unnamed part, and not a bare
+        literal."""
+        return bool(self.factors) and not self.unrelated
 
     @property
     def has_unknown(self) -> bool:
+        """Some part is unknown (``?``): the size is not known."""
         return any(_is_unknown(atom) for atom in self.factors)
+
+    @property
+    def has_unnamed(self) -> bool:
+        """Some part is a size no code names (``x.shape[0]``): known, of unknown relation."""
+        return any(_is_unnamed(atom) for atom in self.factors)
+
+    @property
+    def unrelated(self) -> bool:
+        """Nothing says how this size compares with any size but itself: some part of it is
+        unknown or unnamed. What concludes that two sizes differ asks this first."""
+        return any(_is_unknown(atom) or _is_unnamed(atom) for atom in self.factors)
 
     def floordiv(self, other: Dim, origin: object = None) -> Dim:
         dividend, divisor = self, other
@@ -254,6 +295,26 @@ def _is_unknown(atom: Atom) -> bool:
     return atom.numerator.has_unknown or atom.denominator.has_unknown
 
 
+def _is_unnamed(atom: Atom) -> bool:
+    """An unnamed size, or a sum or quotient with one (they compare no better than it)."""
+    if isinstance(atom, Symbol):
+        if atom.unnamed:
+            return True
+        terms = _TERMS.get(atom)
+        return terms is not None and any(term.has_unnamed for term in terms)
+    return atom.numerator.has_unnamed or atom.denominator.has_unnamed
+
+
+def named_by_code(size: Dim) -> None:
+    """The code names ``size`` (``B, L, E = x.shape``): an unnamed size it may name (see
+    ``Dim.unnamed``) is a named one from now on, in every fact that holds it (``self.q(x)``,
+    made before the unpacking, too): one axis, one symbol, which rules compare as they
+    compare the sizes code names. It keeps the name it is shown by (``x.shape[0]``):
+    equality, hashing and the order of factors rest on it."""
+    if size.is_nameable:
+        object.__setattr__(size.factors[0], "unnamed", False)
+
+
 def _parenthesised(dim: Dim) -> str:
     text = str(dim)
     return f"({text})" if "*" in text or "//" in text else text
@@ -301,8 +362,8 @@ def format_shape(shape: tuple[Dim, ...] | None) -> str:
 
 
 def provably_different(a: Dim, b: Dim) -> bool:
-    """Sizes that cannot be equal: two different literals, or one named size times two
-    different literals (``E`` and ``3*E``)."""
+    """Sizes that cannot be equal: two different literals, or one size (named or unnamed)
+    times two different literals (``E`` and ``3*E``; ``x.shape[1]`` and ``2*x.shape[1]``)."""
     if a.has_unknown or b.has_unknown:
         return False
     return a.factors == b.factors and a.coefficient != b.coefficient

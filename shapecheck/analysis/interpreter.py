@@ -21,7 +21,7 @@ from shapecheck.analysis.annotations import (
     declared,
     parse_shape,
 )
-from shapecheck.analysis.dims import Dim
+from shapecheck.analysis.dims import Dim, named_by_code
 from shapecheck.analysis.facts import (
     CALLABLES,
     NONE,
@@ -659,21 +659,35 @@ class Interpreter:
     ) -> TensorFact:
         """``key``, bound to ``tensor``, with the sizes the names ``elements`` unpack from its
         shape: its rank learned if unknown, sizes no use named yet named."""
+        axes = [f"{key}.shape[{axis}]" for axis in range(len(elements))]
         if tensor.shape is None:
-            shape = tuple(self._size_named(element) for element in elements)
+            shape = tuple(map(self._size_named, elements, axes))
             last = self.env.get(dotted_name(elements[-1]) or "")
             if tensor.known_last is not None and not isinstance(last, IntFact):
                 shape = (*shape[:-1], tensor.known_last)  # the width a linear layer took
             layout = tensor.layout.materialise(len(shape)) if tensor.layout else None
             tensor = self._learned(key, tensor, replace(tensor, shape=shape, layout=layout))
-        elif len(tensor.shape) == len(elements) and any(nameable := _nameable(tensor.shape)):
-            # sizes a use showed to exist (here or in a caller), which the code names now, as
-            # it names those of a tensor of unknown rank
-            shape = tuple(
-                self._size_named(element) if size_name(element) and can else dim
-                for element, dim, can in zip(elements, tensor.shape, nameable, strict=True)
-            )
-            tensor = self._learned(key, tensor, replace(tensor, shape=shape))
+        elif len(tensor.shape) == len(elements):
+            # an unnamed size a use showed, which the code names now, is named: the very
+            # size (never a second symbol for one axis)
+            for element, dim in zip(elements, tensor.shape, strict=True):
+                if size_name(element) is not None:
+                    named_by_code(dim)
+            if any(dim.has_unknown for dim in tensor.shape):
+                # the rank, and nothing more (``x.ndim == 3`` held): the names are the sizes,
+                # as of a tensor of unknown rank; a size nobody knew beside known ones (a
+                # concatenation's) is the tensor's own, unnamed: named, rules would take it
+                # for different from every other
+                rank_only = all(dim.has_unknown for dim in tensor.shape)
+                shape = tuple(
+                    self._size_named(element, axis)
+                    if rank_only
+                    else Dim.unnamed(axis, nameable=False)
+                    if dim.has_unknown
+                    else dim
+                    for element, axis, dim in zip(elements, axes, tensor.shape, strict=True)
+                )
+                tensor = self._learned(key, tensor, replace(tensor, shape=shape))
         if self.record and self.context.shapes and receiver in self.facts:
             self.facts[receiver] = tensor  # the tensor read there is the one now known
         assert tensor.shape is not None
@@ -708,18 +722,19 @@ class Interpreter:
         if leading is None or len(leading.dims) != len(target.elts) or owner is None:
             return False
         for axis, element in enumerate(target.elts):
-            dim = self._size_named(element)
-            if dim.is_named:
+            dim = self._size_named(element, f"{owner}.shape[{axis}]")
+            if not dim.has_unknown:
                 self.symbols[f"{owner}.shape[{axis}]"] = dim
             self._bind(element, IntFact(dim))
         return True
 
-    def _size_named(self, target: ast.expr) -> Dim:
-        """The size an unpacking target names: a name already holding a size keeps it
-        (``B, H, S, D = k.shape`` after ``B, H, L, D = q.shape`` says k shares B, H, D)."""
+    def _size_named(self, target: ast.expr, axis: str) -> Dim:
+        """The size an unpacking target names for ``axis`` (``x.shape[1]``): a name already
+        holding a size keeps it (``B, H, S, D = k.shape`` after ``B, H, L, D = q.shape``
+        says k shares B, H, D); ``_`` names none, and the axis' size is unnamed."""
         name = dotted_name(target)
         if name is None or name == "_":
-            return Dim.symbol("?")
+            return self._size_called(None, axis)
         bound = self.env.get(name)
         if isinstance(bound, IntFact):
             return bound.dim
@@ -729,9 +744,12 @@ class Interpreter:
         """A tensor parameter of unknown rank: given the rank its uses showed where the
         function is read again (``shown``), else followed for what its uses show (and what
         is made from it keeping its rank: ``rank_of``)."""
-        if not isinstance(fact, TensorFact) or fact.shape is not None:
+        if not isinstance(fact, TensorFact):
             return
         name = param.arg
+        if fact.shape is not None:
+            self.env[name] = _received(name, fact, fact.shape)
+            return
         if shown is None:
             followed = fact if fact.rank_of is param else replaced(fact, rank_of=param)
             self.env[name] = followed
@@ -1279,7 +1297,7 @@ class Interpreter:
     def _size_called(self, name: str | None, axis: str) -> Dim:
         """The size of ``axis`` (``x.shape[1]``) where an unpacking names it ``name``: the
         size the name holds already, else one named so. Where nothing names it, the size the
-        code read as ``axis`` before, else one unnamed (``Dim.unnamed_axis``), which reading
+        code read as ``axis`` before, else one unnamed (``Dim.unnamed``), which reading
         ``axis`` again gives: rules take two named sizes for different ones, and nothing says
         this one differs from any other."""
         bound = self.env.get(name) if name is not None else None
@@ -1288,7 +1306,7 @@ class Interpreter:
         if name is not None:
             return self.symbol(name)
         if axis not in self.symbols:
-            self.symbols[axis] = Dim.unnamed_axis()
+            self.symbols[axis] = Dim.unnamed(axis, nameable=True)
         return self.symbols[axis]
 
     def _factors(
@@ -1652,7 +1670,7 @@ class Interpreter:
         if width is None or key is None or key not in self.env:
             return
         last = tensor.last_dim
-        if last is not None and not last.has_unknown:
+        if last is not None and not last.unrelated:  # an unnamed width is E, as ``?`` would be
             return
         if tensor.shape is None:
             self._learned(key, tensor, replace(tensor, known_last=width))
@@ -1955,6 +1973,21 @@ def _iterated(tensor: TensorFact, target: ast.Tuple | ast.List) -> list[Fact] | 
     return [unbound(tensor, 0, element) for element in target.elts]
 
 
+def _received(name: str, fact: TensorFact, shape: tuple[Dim, ...]) -> TensorFact:
+    """A tensor parameter as the call received it: each size nobody knew (a caller's ``?``,
+    an annotation's ``_``) is the parameter's own, unnamed (``name.shape[1]``). Where the
+    rank is all a caller tells, the function's unpacking names them (as it names those of a
+    parameter of unknown rank); a size unknown beside known ones stays unnamed."""
+    if not any(dim.has_unknown for dim in shape):
+        return fact
+    rank_only = all(dim.has_unknown for dim in shape)
+    sizes = (
+        Dim.unnamed(f"{name}.shape[{axis}]", nameable=rank_only) if dim.has_unknown else dim
+        for axis, dim in enumerate(shape)
+    )
+    return replace(fact, shape=tuple(sizes))
+
+
 def _tensor_parameter(param: ast.arg) -> TensorFact:
     """A tensor handed in: nothing known about it (its rank followed, ``rank_of``), nothing
     applied to it yet."""
@@ -1964,15 +1997,6 @@ def _tensor_parameter(param: ast.arg) -> TensorFact:
         unknown_rank=Unknown("parameter", param.arg),
         rank_of=param,
     )
-
-
-def _nameable(shape: tuple[Dim, ...]) -> list[bool]:
-    """Which sizes of a tensor an unpacking may name: those of axes a use showed to exist,
-    and every one where nothing but the rank is known (all a caller may tell). Another
-    unknown size, a concatenation's beside known ones, stays unknown: named, rules would
-    take it for different from every other."""
-    rank_only = all(dim.has_unknown for dim in shape)
-    return [dim.is_unnamed_axis or (rank_only and dim.has_unknown) for dim in shape]
 
 
 def _last_size(tensor: Fact | None, index: int) -> Dim | None:

@@ -300,7 +300,9 @@ def reinterpreted_axis(old: tuple[Dim, ...], new: tuple[Dim, ...]) -> Reinterpre
 
     Only named sizes that occur once on each side of their group are followed, and only when
     one side's leading sizes are the other's times more named sizes (``L`` after ``H`` vs
-    ``L`` first): literals and unknowns prove nothing.
+    ``L`` first): literals and unknowns prove nothing, and neither do unnamed sizes, which
+    may equal the sizes they cross (``[n, x.shape[3]]`` read as ``[x.shape[3], n]`` moves
+    nothing where they are equal).
     """
     for group in _group(old, new):
         old_dims = [old[axis] for axis in group.old]
@@ -355,15 +357,15 @@ def moved_channels(old: tuple[Dim, ...], new: tuple[Dim, ...]) -> ChannelsMove |
 
 def _more_than_one(dim: Dim) -> bool:
     """A named size (taken to be more than 1, as ``_strictly_more`` takes it) or a literal
-    above 1; an unknown may be 1."""
-    if dim.has_unknown:
+    above 1; an unknown or unnamed size may be 1."""
+    if dim.unrelated:
         return False
     return bool(dim.factors) or dim.coefficient > 1
 
 
 def _strictly_more(larger: Dim, smaller: Dim) -> bool:
     """``larger`` is ``smaller`` times more named sizes, or times a literal above 1."""
-    if larger.has_unknown or smaller.coefficient == 0:
+    if larger.unrelated or smaller.coefficient == 0:
         return False
     if larger.coefficient % smaller.coefficient != 0:
         return False
@@ -386,7 +388,7 @@ def faithful_order(
     no such order or two are equally close: a fix must be the one correct rewrite.
     """
     shape = old if reorder_old else new
-    if any(dim.has_unknown for dim in old + new) or not 2 <= len(shape) <= 6:
+    if any(dim.unrelated for dim in old + new) or not 2 <= len(shape) <= 6:
         return None
     found: dict[int, list[tuple[int, ...]]] = {}
     for order in itertools.permutations(range(len(shape))):

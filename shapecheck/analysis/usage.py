@@ -16,8 +16,10 @@ The interpreter notes each such use of a parameter that still holds what was pas
 very fact it started from, learned further: a name bound again, or a tensor changed in place,
 holds another) and learns the rank on the spot where a use fixes or guesses it, so the code
 after it knows (of any name: ``attn.transpose(2, 3)`` of a local too). A size no unpacking
-names stays unnamed (``Dim.unnamed_axis``; ``x.shape[1]`` reads the same one again), since
-rules take two named sizes for two different ones, until an unpacking names it.
+names is the tensor's own, unnamed (``Dim.unnamed``: ``x.shape[1]``, which reading
+``x.shape[1]`` again gives): known and equal to itself, but of unknown relation to any other
+size, since rules take two named sizes for two different ones; an unpacking later names
+that very size.
 :meth:`ParameterUses.rank` decides what all the uses show: the one rank those that fix it
 agree on, at least every lower bound. Nothing is decided for a parameter whose uses disagree
 (two ranks on two branches), nor for one whose rank the code asks for itself (``x.ndim``,

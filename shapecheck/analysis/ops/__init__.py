@@ -243,7 +243,9 @@ def broadcast_shapes(
 ) -> tuple[Dim, ...] | None:
     """The shape of an elementwise op of the two (PyTorch's broadcasting rule). A size known
     on one side only is the result's: the unknown one must be it or 1 (``scores + bias`` of
-    ``[1, ?, ?, ?]`` keeps the scores' ``[B, H, L, L]``)."""
+    ``[1, ?, ?, ?]`` keeps the scores' ``[B, H, L, L]``); so is a named size beside an
+    unnamed one, and an unnamed one beside an unknown. Two sizes that may be equal or not
+    (two unnamed) give an unknown size, never a mismatch."""
     if left is None or right is None:
         return None
     rank = max(len(left), len(right))
@@ -251,13 +253,18 @@ def broadcast_shapes(
     padded_right = (Dim.constant(1),) * (rank - len(right)) + right
     shape = []
     for a, b in zip(padded_left, padded_right, strict=True):
-        if a == b or b.value == 1 or (b.has_unknown and not a.has_unknown and a.value != 1):
+        if a == b or b.value == 1 or (_known(b) < _known(a) and a.value != 1):
             shape.append(a)
-        elif a.value == 1 or (a.has_unknown and not b.has_unknown):
+        elif a.value == 1 or _known(a) < _known(b):
             shape.append(b)
         else:
             shape.append(Dim.symbol("?"))
     return tuple(shape)
+
+
+def _known(size: Dim) -> int:
+    """How a size relates to others: unknown (0), unnamed (1: only to itself), named (2)."""
+    return 0 if size.has_unknown else 1 if size.unrelated else 2
 
 
 def new_tensor(

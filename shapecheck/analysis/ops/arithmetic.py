@@ -270,10 +270,10 @@ def _is_number(fact: Fact) -> bool:
 
 def _known_of_shape(tensor: TensorFact) -> int:
     """How much is known of a tensor's shape: nothing (0), its rank only (1: ``x.ndim == 3``
-    told it), a size (2)."""
+    told it; or sizes of its own, unnamed, that say nothing of another tensor's), a size (2)."""
     if tensor.shape is None:
         return 0
-    return 1 if all(dim.has_unknown for dim in tensor.shape) else 2
+    return 1 if all(dim.unrelated for dim in tensor.shape) else 2
 
 
 def _tensor_arithmetic(

@@ -460,7 +460,7 @@ def expand(call: OpCall) -> Fact:
         elif old.value == 1:
             shape.append(size)
             broadcast.append(index - leading)
-        elif old.has_unknown:  # PyTorch raises unless it is
+        elif old.unrelated:  # PyTorch raises unless it is
             shape.append(size)
             unsure = True
         else:
