@@ -1894,39 +1894,18 @@ class Interpreter:
         stays; one of the callee's own names, or of an argument that is no name, is dropped."""
         positional = [param.name for param in _callee_parameters(function)]
         passed = {**dict(zip(positional, args, strict=False)), **kwargs}
-        handed = {
-            tensor.prefixed
-            for argument, _ in passed.values()
-            if isinstance(tensor := argument, TensorFact) and tensor.prefixed is not None
+        names = {param: dotted_name(node) for param, (_, node) in passed.items()}
+        renames = {
+            param: ShapePrefix(name, 0, self.holds_passed(name, self.env.get(name)))
+            for param, name in names.items()
+            if name is not None
         }
-
-        def renamed(prefix: ShapePrefix) -> ShapePrefix | None:
-            if "@" in prefix.owner:  # a jaxtyping *batch: a symbol, no name
-                return prefix
-            given = passed.get(prefix.owner) if prefix.passed else None
-            name = dotted_name(given[1]) if given is not None else None
-            if name is None:
-                return None
-            return ShapePrefix(name, prefix.dropped, self.holds_passed(name, self.env.get(name)))
-
-        def translated(fact: Fact) -> Fact:
-            if isinstance(fact, TupleFact):
-                return TupleFact(tuple(translated(item) for item in fact.items))
-            if isinstance(fact, RepeatedFact):
-                return RepeatedFact(translated(fact.item))
-            if isinstance(fact, ShapePrefix):
-                return renamed(fact) or UNKNOWN
-            if isinstance(fact, PrefixedSizes):
-                prefix = renamed(fact.prefix)
-                return PrefixedSizes(prefix, fact.tail) if prefix else UNKNOWN
-            if isinstance(fact, TensorFact) and fact.prefixed not in (None, *handed):
-                assert fact.prefixed is not None
-                prefix = renamed(fact.prefixed.prefix)
-                split = PrefixedShape(prefix, fact.prefixed.tail) if prefix else None
-                return replace(fact, prefixed=split)
-            return fact
-
-        return translated(fact)
+        handed = frozenset(
+            tensor.prefixed
+            for tensor, _ in passed.values()
+            if isinstance(tensor, TensorFact) and tensor.prefixed is not None
+        )
+        return _prefixes_renamed(fact, renames, handed)
 
     def _nothing_to_learn(self, node: ast.Call, arguments: Mapping[str, Fact]) -> bool:
         """Following the call would tell nothing (what it is handed is noted before): its
@@ -2222,6 +2201,34 @@ def _names_in(node: ast.AST) -> frozenset[str]:
         else:
             pending.extend(ast.iter_child_nodes(current))
     return frozenset(names)
+
+
+def _prefixes_renamed(
+    fact: Fact, renames: Mapping[str, ShapePrefix], handed: frozenset[PrefixedShape]
+) -> Fact:
+    """``fact`` with each shape prefix it names read through ``renames`` (a callee's
+    parameter -> the prefix, of no sizes dropped yet, of the name its caller passed it): see
+    :meth:`Interpreter._in_callers_names`. A prefix of ``handed`` stays as it is."""
+    if isinstance(fact, TupleFact):
+        return TupleFact(tuple(_prefixes_renamed(item, renames, handed) for item in fact.items))
+    if isinstance(fact, RepeatedFact):
+        return RepeatedFact(_prefixes_renamed(fact.item, renames, handed))
+    if isinstance(fact, ShapePrefix):
+        return _prefix_renamed(fact, renames) or UNKNOWN
+    if isinstance(fact, PrefixedSizes):
+        prefix = _prefix_renamed(fact.prefix, renames)
+        return PrefixedSizes(prefix, fact.tail) if prefix else UNKNOWN
+    if isinstance(fact, TensorFact) and fact.prefixed is not None and fact.prefixed not in handed:
+        prefix = _prefix_renamed(fact.prefixed.prefix, renames)
+        return replace(fact, prefixed=PrefixedShape(prefix, fact.prefixed.tail) if prefix else None)
+    return fact
+
+
+def _prefix_renamed(prefix: ShapePrefix, renames: Mapping[str, ShapePrefix]) -> ShapePrefix | None:
+    if "@" in prefix.owner:  # a jaxtyping *batch: a symbol, no name
+        return prefix
+    renamed = renames.get(prefix.owner) if prefix.passed else None
+    return replace(renamed, dropped=prefix.dropped) if renamed is not None else None
 
 
 def _bind_arguments(
