@@ -811,3 +811,24 @@ def test_a_sum_with_a_term_of_unknown_value_is_still_an_int() -> None:
     ]
     [*_, (_, _, last)] = [binding for binding in f.bindings if binding[1] == "scale_factor"]
     assert isinstance(last, IntFact) and str(last.dim) == "?"
+
+
+@pytest.mark.parametrize(
+    ("split", "found"),
+    [
+        ("view(B, self.num_heads, N, self.head_dim)", ["SC102"]),
+        ("view(B, N, self.num_heads, self.head_dim).transpose(1, 2)", []),
+    ],
+)
+def test_sections_of_a_fused_projection_in_list_arithmetic(split: str, found: list[str]) -> None:
+    """timm's parallel blocks: ``torch.split(y, [mlp_dim] + [dim] * 3)`` cuts the MLP's input
+    and q, k, v, each ``dim`` wide, from one projection."""
+    layers = (
+        "self.in_proj = nn.Linear(dim, 4 * dim + 3 * dim)\n"
+        "        self.in_split = [4 * dim] + [dim] * 3"
+    )
+    body = f"""\
+        x_mlp, q, k, v = torch.split(self.in_proj(x), self.in_split, dim=-1)
+        v = v.{split}
+        """
+    assert _timm_findings(layers, body) == found

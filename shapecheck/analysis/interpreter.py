@@ -986,6 +986,8 @@ class Interpreter:
         sequences = (SizeFact, TupleFact)
         if symbol == "+" and isinstance(left, sequences) and isinstance(right, sequences):
             return TupleFact(items_of(left) + items_of(right))
+        if symbol == "*" and (repeated := _repeated(left, right) or _repeated(right, left)):
+            return repeated
         if symbol in ("//", "*") and not (
             isinstance(left, TensorFact) or isinstance(right, TensorFact)
         ):
@@ -2036,6 +2038,22 @@ _RESHAPED_IN_PLACE = frozenset({"resize_", "resize_as_", "set_", "as_strided_"})
 
 def _reshaped(before: TensorFact, after: TensorFact) -> bool:
     return before.shape != after.shape or before.layout != after.layout
+
+
+_REPEATED_ITEMS = 64
+"""The most items a repeated list is followed with: section sizes are a few; ``[0] * 10**6``
+would cost a million facts for one line."""
+
+
+def _repeated(sequence: Fact, count: Fact) -> TupleFact | None:
+    """``[dim] * 3``: a list or tuple repeated a literal number of times (the sections of a
+    fused projection, ``torch.split(y, [mlp_dim] + [dim] * 3)``)."""
+    if not isinstance(sequence, TupleFact) or not isinstance(count, IntFact):
+        return None
+    times = count.dim.value
+    if times is None or not 0 <= times * len(sequence.items) <= _REPEATED_ITEMS:
+        return None
+    return TupleFact(sequence.items * times)
 
 
 def _unmodelled_call(node: ast.Call) -> Unknown:
