@@ -832,3 +832,24 @@ def test_sections_of_a_fused_projection_in_list_arithmetic(split: str, found: li
         v = v.{split}
         """
     assert _timm_findings(layers, body) == found
+
+
+@pytest.mark.parametrize(
+    ("split", "found"),
+    [
+        ("view(B, self.heads, -1, self.head_size)", ["SC102"]),
+        ("view(B, -1, self.heads, self.head_size).transpose(1, 2)", []),
+    ],
+)
+def test_a_truncated_true_division_of_sizes_is_their_floor_division(
+    split: str, found: list[str]
+) -> None:
+    """BERT's ``int(hidden_size / num_attention_heads)``: a head's width, so the heads times it
+    is the width the layers were built with."""
+    layers = (
+        "self.heads = num_heads\n"
+        "        self.head_size = int(dim / num_heads)\n"
+        "        self.all_head_size = self.heads * self.head_size\n"
+        "        self.k = nn.Linear(dim, self.all_head_size)"
+    )
+    assert _timm_findings(layers, f"k = self.k(x).{split}") == found

@@ -1728,6 +1728,10 @@ class Interpreter:
             root = scale_of(args[0][0]) if args else None
             return ScalarFact(scale=root.power(0.5) if root else None)
         literal = args[0][1] if args else None
+        if name == "builtins.int" and len(args) == 1 and _divides_names(literal):
+            assert isinstance(literal, ast.BinOp)
+            left, right = self.eval(literal.left), self.eval(literal.right)
+            return self._size_arithmetic("//", literal, left, right) or Unknown("call", name)
         if name == "builtins.float" and isinstance(literal, ast.Constant):
             if not isinstance(literal.value, str):
                 return ScalarFact()
@@ -2038,6 +2042,17 @@ _RESHAPED_IN_PLACE = frozenset({"resize_", "resize_as_", "set_", "as_strided_"})
 
 def _reshaped(before: TensorFact, after: TensorFact) -> bool:
     return before.shape != after.shape or before.layout != after.layout
+
+
+def _divides_names(node: ast.expr | None) -> bool:
+    """``dim / num_heads`` of names (or ``config.`` attributes): inside ``int(...)`` the size
+    ``dim // num_heads``, as both truncate sizes alike (BERT's ``int(hidden / heads)``). Only
+    names, whose second evaluation costs and changes nothing."""
+    return (
+        isinstance(node, ast.BinOp)
+        and isinstance(node.op, ast.Div)
+        and all(dotted_name(side) is not None for side in (node.left, node.right))
+    )
 
 
 _REPEATED_ITEMS = 64
