@@ -853,3 +853,46 @@ def test_a_truncated_true_division_of_sizes_is_their_floor_division(
         "        self.k = nn.Linear(dim, self.all_head_size)"
     )
     assert _timm_findings(layers, f"k = self.k(x).{split}") == found
+
+
+@pytest.mark.parametrize(
+    ("split", "found"),
+    [
+        ("reshape(B, self.num_heads, N, self.head_dim)", [(26, "SC102")]),
+        ("reshape(B, N, self.num_heads, self.head_dim).transpose(1, 2)", []),
+    ],
+)
+def test_a_layer_of_the_module_or_another_by_a_flag_is_either_where_it_is_called(
+    split: str, found: list[tuple[int, str]]
+) -> None:
+    """``RMSNorm(dim) if qk_norm else nn.Identity()`` (InternVL): calling it runs the class's
+    ``forward`` or the identity, and what both return is known."""
+    source = f"""\
+        import torch
+        import torch.nn as nn
+
+
+        class RMSNorm(nn.Module):
+            def __init__(self, hidden_size):
+                super().__init__()
+                self.weight = nn.Parameter(torch.ones(hidden_size))
+
+            def forward(self, x):
+                return self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+
+
+        class Attention(nn.Module):
+            def __init__(self, dim, num_heads, qk_norm):
+                super().__init__()
+                assert dim % num_heads == 0
+                self.num_heads = num_heads
+                self.head_dim = dim // num_heads
+                self.q = nn.Linear(dim, dim)
+                self.q_norm = RMSNorm(dim) if qk_norm else nn.Identity()
+
+            def forward(self, x):
+                B, N, C = x.shape
+                q = self.q_norm(self.q(x))
+                return q.{split}
+        """
+    assert findings(source) == found

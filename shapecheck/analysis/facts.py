@@ -352,8 +352,8 @@ class Choice(Fact):
     is what their results share: their join (see :mod:`~shapecheck.analysis.lattice`)."""
 
     options: tuple[Fact, ...]
-    """Functions (of the module, or reached by import), modules and functions of the
-    module, none of them a :class:`Choice`."""
+    """Functions (of the module, or reached by import), modules, instances of the module's
+    classes and functions of the module, none of them a :class:`Choice`."""
     uncertain: bool = False
     """Some path chose a callable the analysis does not follow: what a call returns is
     known on the other paths only."""
