@@ -896,3 +896,43 @@ def test_a_layer_of_the_module_or_another_by_a_flag_is_either_where_it_is_called
                 return q.{split}
         """
     assert findings(source) == found
+
+
+@pytest.mark.parametrize(
+    ("split", "found"),
+    [
+        ("view(B, self.num_heads, N, -1)", ["SC102"]),
+        ("view(B, N, self.num_heads, -1).transpose(1, 2)", []),
+    ],
+)
+@pytest.mark.parametrize("default", ["nn.LayerNorm", "LayerNorm"])
+def test_a_norm_class_by_default_is_taken_to_keep_the_shape_and_said_so(
+    default: str, split: str, found: list[str]
+) -> None:
+    """``norm_layer=nn.LayerNorm`` (or a project's own ``LayerNorm``): a caller may hand
+    another class, taken to keep the shape too, a guess each finding that rests on it says."""
+    source = f"""\
+        import torch
+        import torch.nn as nn
+        from timm.layers import LayerNorm
+
+
+        class Block(nn.Module):
+            def __init__(self, dim, num_heads, norm_layer={default}):
+                super().__init__()
+                self.num_heads = num_heads
+                self.norm = norm_layer(dim)
+                self.qkv = nn.Linear(dim, 3 * dim)
+
+            def forward(self, x):
+                B, N, C = x.shape
+                q, k, v = self.qkv(self.norm(x)).chunk(3, dim=-1)
+                return v.{split}
+        """
+    rules = [rule() for rule in all_rules()]
+    result = lint_source(textwrap.dedent(source).encode(), "snippet.py", rules)
+    assert [d.code for d in result.diagnostics] == found
+    assert all(
+        d.message.endswith("(assuming `norm_layer` keeps the shape, as its default does)")
+        for d in result.diagnostics
+    )

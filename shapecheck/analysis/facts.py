@@ -66,6 +66,9 @@ class QualifiedName(Fact):
     """A module, class or function reached through an import: ``torch.nn.functional``."""
 
     name: str
+    guess: str | None = field(default=None, compare=False)
+    """What taking it for this rests on, if a guess (a parameter ``norm_layer=nn.LayerNorm``:
+    that what callers hand keeps the shape too); its layers carry it."""
 
 
 @dataclass(frozen=True)
@@ -293,6 +296,8 @@ class ModuleFact(Fact):
     dim_given: bool = False
     uncertain: bool = False
     """Known on some paths only (see ``SAME_SHAPE``): what it returns is then uncertain."""
+    guess: str | None = field(default=None, compare=False)
+    """What its class rests on, if a guess (see ``QualifiedName.guess``); so do its outputs."""
     spatial: tuple[Dim | None, ...] | None = None
     """A convolution's spatial axes (``in_features``/``out_features`` are its channels): what
     each size is divided by (1: kept, as with ``kernel_size=1`` or ``padding="same"``; ``p``:

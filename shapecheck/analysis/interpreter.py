@@ -23,8 +23,10 @@ from shapecheck.analysis.annotations import (
 )
 from shapecheck.analysis.dims import Dim
 from shapecheck.analysis.facts import (
+    ACTIVATIONS,
     CALLABLES,
     NONE,
+    NORMS,
     OPPOSITE_POLARITY,
     SAME_SHAPE,
     SHAPE_PRESERVING,
@@ -114,6 +116,8 @@ INLINE_DEPTH = 2
 """How deep calls to functions of the same module are followed."""
 
 _NUMBER_ANNOTATIONS = {"int", "float", "bool", "str"}
+_NORM_AND_ACTIVATION_NAMES = frozenset(name.rsplit(".", 1)[1] for name in (*NORMS, *ACTIVATIONS))
+"""Class names of layers that keep the shape and that callers swap for one another."""
 _MODULE_RETURNS_ITSELF = {
     "to",
     "cuda",
@@ -751,6 +755,11 @@ class Interpreter:
         annotation = dotted_name(annotation_node) if annotation_node is not None else None
         if annotation in self.context.classes:
             return InstanceFact(annotation)
+        if self._norm_or_activation_class(param.default):
+            # norm_layer=nn.LayerNorm: a caller may hand another class, as with ``norm_layer
+            # or nn.LayerNorm``; a guess that it keeps the shape too, as norms do
+            guess = f"`{param.name}` keeps the shape, as its default does"
+            return QualifiedName(SAME_SHAPE, guess=guess)
         kind = annotation if annotation in _NUMBER_ANNOTATIONS else _literal_kind(param.default)
         if kind == "int":
             return IntFact(self.symbol(param.name))
@@ -762,6 +771,17 @@ class Interpreter:
         if annotation_node is not None:
             return _annotated(annotation_node, param.node)
         return _tensor_parameter(param.node)
+
+    def _norm_or_activation_class(self, default: ast.expr | None) -> bool:
+        """A default naming a norm or activation class: ``nn.LayerNorm``, ``nn.GELU``, or a
+        project's own class of such a name (timm's ``LayerNorm``)."""
+        if default is None or dotted_name(default) is None:
+            return False
+        fact = self._eval(default)
+        name = fact.name if isinstance(fact, QualifiedName) else None
+        if isinstance(fact, ImportedName):
+            name = fact.detail
+        return name is not None and name.rsplit(".", 1)[-1] in _NORM_AND_ACTIVATION_NAMES
 
     # --- expressions --------------------------------------------------------------------------
 
@@ -1443,7 +1463,10 @@ class Interpreter:
             kwargs = {**dict(callee.kwargs), **kwargs}
             return self._called(callee.function, node, func, [*callee.args, *args], kwargs)
         if isinstance(callee, QualifiedName):
-            return self._qualified(callee.name, node, args, kwargs)
+            built = self._qualified(callee.name, node, args, kwargs)
+            if callee.guess is not None and isinstance(built, ModuleFact):
+                return replace(built, guess=callee.guess)
+            return built
         if isinstance(callee, FunctionRef):
             return self._inline(callee, node, args, kwargs)
         if isinstance(callee, ClassRef):
