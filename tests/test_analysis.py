@@ -936,3 +936,47 @@ def test_a_norm_class_by_default_is_taken_to_keep_the_shape_and_said_so(
         d.message.endswith("(assuming `norm_layer` keeps the shape, as its default does)")
         for d in result.diagnostics
     )
+
+
+def test_a_difference_of_named_sizes_is_a_size_that_gives_the_whole_back() -> None:
+    """``N - n`` (the tokens after a prefix): one size for every such difference, and with
+    ``n`` put back, ``N`` again; less a literal, still unknown."""
+    n = Dim.symbol("n")
+    rest = L - n
+    assert str(rest) == "(L-n)" and rest == L - n != L - Dim.symbol("n")
+    assert rest + n == L and n + rest == L and rest + L != L
+    assert str(L - Dim.constant(1)) == "?"
+
+
+@pytest.mark.parametrize(
+    ("merge", "found"),
+    [
+        ("reshape(B, N, C)", [(17, "SC103")]),
+        ("transpose(1, 2).reshape(B, N, C)", []),
+    ],
+)
+def test_the_prefix_and_the_rotated_rest_are_all_the_tokens(
+    merge: str, found: list[tuple[int, str]]
+) -> None:
+    """EVA's RoPE: ``cat([q[:, :, :npt], rotate(q[:, :, npt:])], dim=2)`` has the ``N``
+    tokens it was cut from."""
+    source = f"""\
+        import torch
+        import torch.nn as nn
+
+
+        class Attention(nn.Module):
+            def __init__(self, dim, num_heads, num_prefix_tokens: int = 1):
+                super().__init__()
+                self.num_heads = num_heads
+                self.num_prefix_tokens = num_prefix_tokens
+                self.q = nn.Linear(dim, dim)
+
+            def forward(self, x):
+                B, N, C = x.shape
+                q = self.q(x).reshape(B, N, self.num_heads, -1).transpose(1, 2)
+                npt = self.num_prefix_tokens
+                q = torch.cat([q[:, :, :npt, :], q[:, :, npt:, :] * 2], dim=2)
+                return q.{merge}
+        """
+    assert findings(source) == found
