@@ -980,3 +980,40 @@ def test_the_prefix_and_the_rotated_rest_are_all_the_tokens(
                 return q.{merge}
         """
     assert findings(source) == found
+
+
+@pytest.mark.parametrize(
+    ("split", "found"),
+    [
+        ("view(batch_size, self.num_heads, seq_len, self.head_dim)", [(14, "SC102")]),
+        ("view(batch_size, seq_len, self.num_heads, self.head_dim).transpose(1, 2)", []),
+    ],
+)
+def test_a_size_callers_disagree_on_is_what_the_view_leaves(
+    split: str, found: list[tuple[int, str]]
+) -> None:
+    """ProphetNet's ``_shape(tensor, seq_len, batch_size)``, called with the length and with
+    ``-1``: either way the view's element count says what ``seq_len`` must be."""
+    source = f"""\
+        import torch
+        import torch.nn as nn
+
+
+        class Attention(nn.Module):
+            def __init__(self, hidden_size, num_heads):
+                super().__init__()
+                assert hidden_size % num_heads == 0
+                self.num_heads = num_heads
+                self.head_dim = hidden_size // num_heads
+                self.proj = nn.Linear(hidden_size, hidden_size)
+
+            def _shape(self, tensor, seq_len, batch_size):
+                return tensor.{split}
+
+            def forward(self, hidden_states):
+                batch_size, length, _ = hidden_states.size()
+                q = self._shape(self.proj(hidden_states), length, batch_size)
+                k = self._shape(self.proj(hidden_states), -1, batch_size)
+                return q, k
+        """
+    assert findings(source) == found
