@@ -153,10 +153,10 @@ class Dim:
     def __sub__(self, other: Dim) -> Dim:
         """The difference where sizes name it: like terms (``3*n - n`` is ``2*n``), a sum
         less one of its terms (``(start+n) - start`` is ``n``), a size less a part of it
-        (``d - d//2`` is ``d//2``, taking the halving to be exact); otherwise, of two named
-        sizes, a size of its own, named ``(a-b)``, the same for every such difference, to
-        which adding ``b`` gives ``a`` back (the tokens after the prefix, ``x[:, n:]``, and
-        the prefix put back in front); unknown (``?``) otherwise."""
+        (``d - d//2`` is ``d//2``, taking the halving to be exact); unknown (``?``)
+        otherwise, as no size names it, but of two named sizes an unknown that adding ``b``
+        makes ``a`` again, the same for every such difference (the tokens after a prefix,
+        ``x[:, n:]``, and the prefix put back in front)."""
         assumed = self.assumes | other.assumes
         if other.value == 0:
             return replace(self, assumes=assumed)
@@ -175,8 +175,7 @@ class Dim:
         if self.is_named and other.is_named:
             operands = (self, other)
             if operands not in _DIFFERENCES:
-                name = f"({_parenthesised(self)}-{_parenthesised(other)})"
-                _DIFFERENCES[operands] = Symbol.fresh(name)
+                _DIFFERENCES[operands] = Symbol.fresh("?")
                 _OPERANDS[_DIFFERENCES[operands]] = operands
             return Dim(1, (_DIFFERENCES[operands],), assumed)
         return Dim.symbol("?")
@@ -236,7 +235,7 @@ _SUMS: dict[tuple[Dim, ...], Symbol] = {}
 _TERMS: dict[Atom, tuple[Dim, ...]] = {}
 """The other way: each sum -> its two terms (so that a sum less a term is the other)."""
 _DIFFERENCES: dict[tuple[Dim, Dim], Symbol] = {}
-"""Each difference of two named sizes made so far -> the size it is."""
+"""Each difference of two named sizes made so far -> the unknown it is."""
 _OPERANDS: dict[Atom, tuple[Dim, Dim]] = {}
 """The other way: each difference -> what it was taken from and what was taken."""
 
