@@ -337,8 +337,22 @@ def fill_overflow(source: Source) -> Iterator[Edit]:
 def split_heads_without_transpose(source: Source) -> Iterator[Edit]:
     """``x.view(B, L, H, D).transpose(1, 2)`` -> ``x.view(B, H, L, D)``, where neither ``L``
     nor ``H`` is written as 1: the heads are cut out of the wrong memory (each 'head' mixes
-    tokens)."""
+    tokens). Also the fold of the heads into the batch, ``x.transpose(1, 2).reshape(B * H, L,
+    D)`` -> ``x.reshape(B * H, L, D)`` (SC102's ``(B*H, L, D)``: positions read as heads).
+
+    Only in attention code (``_attention_code``), and not where the view writes a head count
+    second (``view(B, H, L, D).transpose(1, 2)``): there the heads already stand before the
+    positions (a batch ``B*H`` unfolded) and the swap moves them behind, on the way to a
+    merge; without it the merge is wrong, a head merge's bug, not a split's.
+    """
+    enclosing = _enclosing_functions(source.module)
+    attention = {function: _attention_code(function) for function in set(enclosing.values())}
     for node in ast.walk(source.module):
+        if node not in enclosing or not attention[enclosing[node]]:
+            continue
+        fold = _swapped_merge(node)
+        if fold is not None and _folds_into_batch(fold[0], enclosing[node], source):
+            yield Edit(source.dot(fold[1]), source.end(fold[1]), "")
         transpose = _method(node, "transpose")
         if transpose is None or _ints(transpose) not in HEAD_SWAPS:
             continue
@@ -349,6 +363,8 @@ def split_heads_without_transpose(source: Source) -> Iterator[Edit]:
             continue
         if any(_is_one(argument) for argument in view.args[1:3]):
             continue  # a size-1 axis sits anywhere in memory: the swap changes nothing
+        if _counts_heads(view.args[1]):
+            continue  # the heads stand before the positions already: the swap is a merge's
         b, length, heads, depth = (source.code(argument) for argument in view.args)
         name = view.func.attr  # type: ignore[attr-defined]
         rewritten = f".{name}({b}, {heads}, {length}, {depth})"
@@ -362,22 +378,129 @@ def _is_one(node: ast.expr) -> bool:
 def merge_heads_without_transpose(source: Source) -> Iterator[Edit]:
     """``x.transpose(1, 2).reshape(B, L, D)`` (or ``.contiguous().view``) -> ``x.reshape(...)``,
     where ``L`` is not written as 1: the heads are merged in the wrong order (features of
-    different tokens interleave)."""
+    different tokens interleave).
+
+    Only in attention code (``_attention_code``), and only merges of the heads into the
+    features: not a fold into the batch (``reshape(B * H, L, D)``, a split's bug, seeded by
+    ``split_heads_without_transpose``); not in a function whose queries are one position
+    (``q.reshape(B, 1, H, D)``: attention pooling), where the output's swap moves a size-1
+    axis; and not of what transformers' ``attention_interface(...)`` returns, which is
+    ``[B, L, H, D]`` already: a swap there is itself a bug, and dropping it mends the code.
+    """
+    enclosing = _enclosing_functions(source.module)
+    merging = {
+        function: _attention_code(function) and not _one_query(function)
+        for function in set(enclosing.values())
+    }
     for node in ast.walk(source.module):
-        merge = _method(node, "view", "reshape")
-        if merge is None or not _merges(merge):
+        if node not in enclosing or not merging[enclosing[node]]:
             continue
+        found = _swapped_merge(node)
+        if found is None:
+            continue
+        merge, swapped = found
         if any(_is_one(argument) for argument in merge.args[1:2]):
             continue  # one query (a class token): the swap moves a size-1 axis, nothing else
-        inner = merge.func.value  # type: ignore[attr-defined]
-        contiguous = _method(inner, "contiguous")
-        if contiguous is not None:
-            inner = contiguous.func.value  # type: ignore[attr-defined]
-        elif merge.func.attr == "view":  # type: ignore[attr-defined]
-            continue  # a view right after the swap is already a crash
-        swapped = _swaps_heads(inner)
-        if swapped is not None:
-            yield Edit(source.dot(swapped), source.end(swapped), "")
+        if _folds_into_batch(merge, enclosing[node], source):
+            continue
+        if _name_of(swapped.func.value) in _interface_outputs(enclosing[node]):  # type: ignore[attr-defined]
+            continue
+        yield Edit(source.dot(swapped), source.end(swapped), "")
+
+
+def _swapped_merge(node: ast.AST) -> tuple[ast.Call, ast.Call] | None:
+    """``x.transpose(1, 2).reshape(...)`` (or ``.contiguous().view(...)``) merging axes:
+    the merge and the head swap before it."""
+    merge = _method(node, "view", "reshape")
+    if merge is None or not _merges(merge):
+        return None
+    inner = merge.func.value  # type: ignore[attr-defined]
+    contiguous = _method(inner, "contiguous")
+    if contiguous is not None:
+        inner = contiguous.func.value  # type: ignore[attr-defined]
+    elif merge.func.attr == "view":  # type: ignore[attr-defined]
+        return None  # a view right after the swap is already a crash
+    swapped = _swaps_heads(inner)
+    return (merge, swapped) if swapped is not None else None
+
+
+def _folds_into_batch(merge: ast.Call, function: ast.AST, source: Source) -> bool:
+    """A merge whose first size is the batch times the heads (``reshape(B * H, L, D)``), as
+    written or in the one tuple the function assigns to the name it is given
+    (``view(query_shape)``)."""
+    sizes: list[ast.expr] = list(merge.args)
+    if len(sizes) == 1 and isinstance(sizes[0], ast.Name):
+        assigned = [
+            node.value
+            for node in ast.walk(function)
+            if isinstance(node, ast.Assign)
+            and any(
+                isinstance(target, ast.Name) and target.id == sizes[0].id for target in node.targets
+            )
+        ]
+        if len(assigned) == 1 and isinstance(assigned[0], ast.Tuple):
+            sizes = list(assigned[0].elts)
+    return len(sizes) == 3 and _batch_times_heads(sizes[0], source)
+
+
+_ATTENTION_CALLS = re.compile(r"attention|attn", re.IGNORECASE)
+_HEAD_COUNT = re.compile(r"^(?:\w*_)?heads$|^n_?heads?$|^nhead$")
+
+
+def _counts_heads(node: ast.AST) -> bool:
+    """A name, attribute or parameter that counts heads: ``num_heads``,
+    ``self.num_attention_heads``, ``n_head``, ``heads``."""
+    name = node.arg if isinstance(node, ast.arg) else _name_of(node)
+    return name is not None and bool(_HEAD_COUNT.match(name))
+
+
+def _attention_code(function: ast.AST) -> bool:
+    """The function computes attention: it takes a softmax or a matrix product, calls an
+    attention function (a name with ``attention`` or ``attn``), or names a head count.
+    Image grids, pixel shuffles, patch unfolding, convolutional subsampling and RoPE helpers
+    transpose and reshape too, without heads."""
+    for node in ast.walk(function):
+        if _is_product(node) or _counts_heads(node):
+            return True
+        if isinstance(node, ast.Call):
+            name = _name_of(node.func) or ""
+            if name == "softmax" or _ATTENTION_CALLS.search(name):
+                return True
+    return False
+
+
+def _one_query(function: ast.AST) -> bool:
+    """The function splits queries of one position into heads (``reshape(B, 1, H, D)``)."""
+    for node in ast.walk(function):
+        view = _method(node, "view", "reshape")
+        if view is not None and len(view.args) == 4 and _is_one(view.args[1]):
+            return True
+    return False
+
+
+def _interface_outputs(function: ast.AST) -> set[str]:
+    """Names the function assigns from transformers' ``attention_interface(...)`` (the first
+    of a tuple): its attention output, ``[B, L, H, D]``."""
+    names: set[str] = set()
+    for node in ast.walk(function):
+        if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
+            continue
+        if _name_of(node.value.func) != "attention_interface":
+            continue
+        for target in node.targets:
+            first = target.elts[0] if isinstance(target, ast.Tuple) and target.elts else target
+            if isinstance(first, ast.Name):
+                names.add(first.id)
+    return names
+
+
+def _enclosing_functions(module: ast.Module) -> dict[ast.AST, ast.AST]:
+    """Each node inside a function, with the innermost function around it."""
+    enclosing: dict[ast.AST, ast.AST] = {}
+    for function in _functions(module):  # ast.walk: outer functions before inner ones
+        for node in ast.walk(function):
+            enclosing[node] = function
+    return enclosing
 
 
 def mask_polarity(source: Source) -> Iterator[Edit]:

@@ -16,10 +16,11 @@ from shapecheck.rule import Rule, Violation
 class HeadsNotDivisible(Rule):
     """
     ## What it does
-    Warns about `head_dim = d_model // num_heads` in a constructor that never checks that the
-    division is exact (no `assert d_model % num_heads == 0`, no raising `if`) while a `view`
-    in the class splits a `d_model`-wide tensor into `num_heads` pieces of `head_dim` — code
-    that is only right when the division is exact. Reports as
+    Warns about `head_dim = d_model // num_heads` (or BERT's `int(d_model / num_heads)`) in a
+    constructor that never checks that the division is exact (no `assert d_model % num_heads
+    == 0`, no raising `if`) while a `view` in the class splits a `d_model`-wide tensor into
+    `num_heads` pieces of `head_dim` — code that is only right when the division is exact.
+    Reports as
     an error a constructor called with literal sizes that do not divide
     (`nn.MultiheadAttention(100, 3)`, or a module of the same file whose `__init__` divides
     those arguments).

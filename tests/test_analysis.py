@@ -947,3 +947,209 @@ def test_a_sum_with_a_term_of_unknown_value_is_still_an_int() -> None:
     ]
     [*_, (_, _, last)] = [binding for binding in f.bindings if binding[1] == "scale_factor"]
     assert isinstance(last, IntFact) and str(last.dim) == "?"
+
+
+@pytest.mark.parametrize(
+    ("split", "found"),
+    [
+        ("view(B, self.num_heads, N, self.head_dim)", ["SC102"]),
+        ("view(B, N, self.num_heads, self.head_dim).transpose(1, 2)", []),
+    ],
+)
+def test_sections_of_a_fused_projection_in_list_arithmetic(split: str, found: list[str]) -> None:
+    """timm's parallel blocks: ``torch.split(y, [mlp_dim] + [dim] * 3)`` cuts the MLP's input
+    and q, k, v, each ``dim`` wide, from one projection."""
+    layers = (
+        "self.in_proj = nn.Linear(dim, 4 * dim + 3 * dim)\n"
+        "        self.in_split = [4 * dim] + [dim] * 3"
+    )
+    body = f"""\
+        x_mlp, q, k, v = torch.split(self.in_proj(x), self.in_split, dim=-1)
+        v = v.{split}
+        """
+    assert _timm_findings(layers, body) == found
+
+
+@pytest.mark.parametrize(
+    ("split", "found"),
+    [
+        ("view(B, self.heads, -1, self.head_size)", ["SC102"]),
+        ("view(B, -1, self.heads, self.head_size).transpose(1, 2)", []),
+    ],
+)
+def test_a_truncated_true_division_of_sizes_is_their_floor_division(
+    split: str, found: list[str]
+) -> None:
+    """BERT's ``int(hidden_size / num_attention_heads)``: a head's width, so the heads times it
+    is the width the layers were built with."""
+    layers = (
+        "self.heads = num_heads\n"
+        "        self.head_size = int(dim / num_heads)\n"
+        "        self.all_head_size = self.heads * self.head_size\n"
+        "        self.k = nn.Linear(dim, self.all_head_size)"
+    )
+    assert _timm_findings(layers, f"k = self.k(x).{split}") == found
+
+
+@pytest.mark.parametrize(
+    ("split", "found"),
+    [
+        ("reshape(B, self.num_heads, N, self.head_dim)", [(26, "SC102")]),
+        ("reshape(B, N, self.num_heads, self.head_dim).transpose(1, 2)", []),
+    ],
+)
+def test_a_layer_of_the_module_or_another_by_a_flag_is_either_where_it_is_called(
+    split: str, found: list[tuple[int, str]]
+) -> None:
+    """``RMSNorm(dim) if qk_norm else nn.Identity()`` (InternVL): calling it runs the class's
+    ``forward`` or the identity, and what both return is known."""
+    source = f"""\
+        import torch
+        import torch.nn as nn
+
+
+        class RMSNorm(nn.Module):
+            def __init__(self, hidden_size):
+                super().__init__()
+                self.weight = nn.Parameter(torch.ones(hidden_size))
+
+            def forward(self, x):
+                return self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+
+
+        class Attention(nn.Module):
+            def __init__(self, dim, num_heads, qk_norm):
+                super().__init__()
+                assert dim % num_heads == 0
+                self.num_heads = num_heads
+                self.head_dim = dim // num_heads
+                self.q = nn.Linear(dim, dim)
+                self.q_norm = RMSNorm(dim) if qk_norm else nn.Identity()
+
+            def forward(self, x):
+                B, N, C = x.shape
+                q = self.q_norm(self.q(x))
+                return q.{split}
+        """
+    assert findings(source) == found
+
+
+@pytest.mark.parametrize(
+    ("split", "found"),
+    [
+        ("view(B, self.num_heads, N, -1)", ["SC102"]),
+        ("view(B, N, self.num_heads, -1).transpose(1, 2)", []),
+    ],
+)
+@pytest.mark.parametrize("default", ["nn.LayerNorm", "LayerNorm"])
+def test_a_norm_class_by_default_is_taken_to_keep_the_shape_and_said_so(
+    default: str, split: str, found: list[str]
+) -> None:
+    """``norm_layer=nn.LayerNorm`` (or a project's own ``LayerNorm``): a caller may hand
+    another class, taken to keep the shape too, a guess each finding that rests on it says."""
+    source = f"""\
+        import torch
+        import torch.nn as nn
+        from timm.layers import LayerNorm
+
+
+        class Block(nn.Module):
+            def __init__(self, dim, num_heads, norm_layer={default}):
+                super().__init__()
+                self.num_heads = num_heads
+                self.norm = norm_layer(dim)
+                self.qkv = nn.Linear(dim, 3 * dim)
+
+            def forward(self, x):
+                B, N, C = x.shape
+                q, k, v = self.qkv(self.norm(x)).chunk(3, dim=-1)
+                return v.{split}
+        """
+    rules = [rule() for rule in all_rules()]
+    result = lint_source(textwrap.dedent(source).encode(), "snippet.py", rules)
+    assert [d.code for d in result.diagnostics] == found
+    assert all(
+        d.message.endswith("(assuming `norm_layer` keeps the shape, as its default does)")
+        for d in result.diagnostics
+    )
+
+
+def test_a_difference_of_named_sizes_gives_the_whole_back() -> None:
+    """``L - n`` (the tokens after a prefix): unknown, as no size names it, but the same for
+    every such difference, and with ``n`` put back, ``L`` again."""
+    n = Dim.symbol("n")
+    rest = L - n
+    assert rest.has_unknown and rest == L - n != L - Dim.symbol("n")
+    assert rest + n == L and n + rest == L and rest + L != L
+    assert (L - Dim.constant(1)) + Dim.constant(1) != L  # less a literal: plain unknown
+
+
+@pytest.mark.parametrize(
+    ("merge", "found"),
+    [
+        ("reshape(B, N, C)", [(17, "SC103")]),
+        ("transpose(1, 2).reshape(B, N, C)", []),
+    ],
+)
+def test_the_prefix_and_the_rotated_rest_are_all_the_tokens(
+    merge: str, found: list[tuple[int, str]]
+) -> None:
+    """EVA's RoPE: ``cat([q[:, :, :npt], rotate(q[:, :, npt:])], dim=2)`` has the ``N``
+    tokens it was cut from."""
+    source = f"""\
+        import torch
+        import torch.nn as nn
+
+
+        class Attention(nn.Module):
+            def __init__(self, dim, num_heads, num_prefix_tokens: int = 1):
+                super().__init__()
+                self.num_heads = num_heads
+                self.num_prefix_tokens = num_prefix_tokens
+                self.q = nn.Linear(dim, dim)
+
+            def forward(self, x):
+                B, N, C = x.shape
+                q = self.q(x).reshape(B, N, self.num_heads, -1).transpose(1, 2)
+                npt = self.num_prefix_tokens
+                q = torch.cat([q[:, :, :npt, :], q[:, :, npt:, :] * 2], dim=2)
+                return q.{merge}
+        """
+    assert findings(source) == found
+
+
+@pytest.mark.parametrize(
+    ("split", "found"),
+    [
+        ("view(batch_size, self.num_heads, seq_len, self.head_dim)", [(14, "SC102")]),
+        ("view(batch_size, seq_len, self.num_heads, self.head_dim).transpose(1, 2)", []),
+    ],
+)
+def test_a_size_callers_disagree_on_is_what_the_view_leaves(
+    split: str, found: list[tuple[int, str]]
+) -> None:
+    """ProphetNet's ``_shape(tensor, seq_len, batch_size)``, called with the length and with
+    ``-1``: either way the view's element count says what ``seq_len`` must be."""
+    source = f"""\
+        import torch
+        import torch.nn as nn
+
+
+        class Attention(nn.Module):
+            def __init__(self, hidden_size, num_heads):
+                super().__init__()
+                assert hidden_size % num_heads == 0
+                self.num_heads = num_heads
+                self.head_dim = hidden_size // num_heads
+                self.proj = nn.Linear(hidden_size, hidden_size)
+
+            def _shape(self, tensor, seq_len, batch_size):
+                return tensor.{split}
+
+            def forward(self, hidden_states):
+                batch_size, length, _ = hidden_states.size()
+                q = self._shape(self.proj(hidden_states), length, batch_size)
+                k = self._shape(self.proj(hidden_states), -1, batch_size)
+                return q, k
+        """
+    assert findings(source) == found

@@ -158,13 +158,18 @@ class Dim:
         return Dim(coefficient, tuple(sorted(factors, key=_atom_key)), frozenset(assumes))
 
     def __add__(self, other: Dim) -> Dim:
-        """The sum: like terms added up (``n + n`` is ``2*n``), otherwise a size of its own,
-        named ``(a+b)``, the same for every sum of the same two sizes; unknown (``?``) if
-        either is."""
+        """The sum: like terms added up (``n + n`` is ``2*n``), a difference and what it took
+        (``(n-k) + k`` is ``n``), otherwise a size of its own, named ``(a+b)``, the same for
+        every sum of the same two sizes; unknown (``?``) if either is."""
         assumed = self.assumes | other.assumes
         if self.factors == other.factors:  # 2 * (d//2) is d, taking the halving to be exact
             total = Dim.constant(self.coefficient + other.coefficient) * Dim(1, self.factors)
             return replace(total, assumes=total.assumes | assumed)
+        for difference, term in ((self, other), (other, self)):
+            single = difference.coefficient == 1 and len(difference.factors) == 1
+            operands = _OPERANDS.get(difference.factors[0]) if single else None
+            if operands is not None and operands[1] == term:  # (n-k) + k is n
+                return replace(operands[0], assumes=operands[0].assumes | assumed)
         if self.has_unknown or other.has_unknown:
             return Dim.symbol("?")
         terms = tuple(sorted((self, other), key=_term_key))
@@ -177,7 +182,9 @@ class Dim:
         """The difference where sizes name it: like terms (``3*n - n`` is ``2*n``), a sum
         less one of its terms (``(start+n) - start`` is ``n``), a size less a part of it
         (``d - d//2`` is ``d//2``, taking the halving to be exact); unknown (``?``)
-        otherwise."""
+        otherwise, as no size names it, but of two named sizes an unknown that adding ``b``
+        makes ``a`` again, the same for every such difference (the tokens after a prefix,
+        ``x[:, n:]``, and the prefix put back in front)."""
         assumed = self.assumes | other.assumes
         if other.value == 0:
             return replace(self, assumes=assumed)
@@ -193,6 +200,12 @@ class Dim:
         if count is not None and count > 1 and whole == self:
             rest = other * Dim.constant(count - 1)
             return replace(rest, assumes=rest.assumes | whole.assumes | parts.assumes | assumed)
+        if self.is_named and other.is_named:
+            operands = (self, other)
+            if operands not in _DIFFERENCES:
+                _DIFFERENCES[operands] = Symbol.fresh("?")
+                _OPERANDS[_DIFFERENCES[operands]] = operands
+            return Dim(1, (_DIFFERENCES[operands],), assumed)
         return Dim.symbol("?")
 
     @property
@@ -262,6 +275,10 @@ _SUMS: dict[tuple[Dim, ...], Symbol] = {}
 """Each sum of two sizes made so far -> the size it is (so that equal sums compare equal)."""
 _TERMS: dict[Atom, tuple[Dim, ...]] = {}
 """The other way: each sum -> its two terms (so that a sum less a term is the other)."""
+_DIFFERENCES: dict[tuple[Dim, Dim], Symbol] = {}
+"""Each difference of two named sizes made so far -> the unknown it is."""
+_OPERANDS: dict[Atom, tuple[Dim, Dim]] = {}
+"""The other way: each difference -> what it was taken from and what was taken."""
 
 
 def _term_key(term: Dim) -> tuple[list[tuple[int, str, int]], int]:

@@ -66,6 +66,9 @@ class QualifiedName(Fact):
     """A module, class or function reached through an import: ``torch.nn.functional``."""
 
     name: str
+    guess: str | None = field(default=None, compare=False)
+    """What taking it for this rests on, if a guess (a parameter ``norm_layer=nn.LayerNorm``:
+    that what callers hand keeps the shape too); its layers carry it."""
 
 
 @dataclass(frozen=True)
@@ -296,6 +299,8 @@ class ModuleFact(Fact):
     dim_given: bool = False
     uncertain: bool = False
     """Known on some paths only (see ``SAME_SHAPE``): what it returns is then uncertain."""
+    guess: str | None = field(default=None, compare=False)
+    """What its class rests on, if a guess (see ``QualifiedName.guess``); so do its outputs."""
     spatial: tuple[Dim | None, ...] | None = None
     """A convolution's spatial axes (``in_features``/``out_features`` are its channels): what
     each size is divided by (1: kept, as with ``kernel_size=1`` or ``padding="same"``; ``p``:
@@ -355,8 +360,8 @@ class Choice(Fact):
     is what their results share: their join (see :mod:`~shapecheck.analysis.lattice`)."""
 
     options: tuple[Fact, ...]
-    """Functions (of the module, or reached by import), modules and functions of the
-    module, none of them a :class:`Choice`."""
+    """Functions (of the module, or reached by import), modules, instances of the module's
+    classes and functions of the module, none of them a :class:`Choice`."""
     uncertain: bool = False
     """Some path chose a callable the analysis does not follow: what a call returns is
     known on the other paths only."""

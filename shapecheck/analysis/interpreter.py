@@ -23,8 +23,10 @@ from shapecheck.analysis.annotations import (
 )
 from shapecheck.analysis.dims import Dim, named_by_code
 from shapecheck.analysis.facts import (
+    ACTIVATIONS,
     CALLABLES,
     NONE,
+    NORMS,
     OPPOSITE_POLARITY,
     SAME_SHAPE,
     SHAPE_PRESERVING,
@@ -114,6 +116,8 @@ INLINE_DEPTH = 2
 """How deep calls to functions of the same module are followed."""
 
 _NUMBER_ANNOTATIONS = {"int", "float", "bool", "str"}
+_NORM_AND_ACTIVATION_NAMES = frozenset(name.rsplit(".", 1)[1] for name in (*NORMS, *ACTIVATIONS))
+"""Class names of layers that keep the shape and that callers swap for one another."""
 _MODULE_RETURNS_ITSELF = {
     "to",
     "cuda",
@@ -769,6 +773,11 @@ class Interpreter:
         annotation = dotted_name(annotation_node) if annotation_node is not None else None
         if annotation in self.context.classes:
             return InstanceFact(annotation)
+        if self._norm_or_activation_class(param.default):
+            # norm_layer=nn.LayerNorm: a caller may hand another class, as with ``norm_layer
+            # or nn.LayerNorm``; a guess that it keeps the shape too, as norms do
+            guess = f"`{param.name}` keeps the shape, as its default does"
+            return QualifiedName(SAME_SHAPE, guess=guess)
         kind = annotation if annotation in _NUMBER_ANNOTATIONS else _literal_kind(param.default)
         if kind == "int":
             return IntFact(self.symbol(param.name))
@@ -780,6 +789,17 @@ class Interpreter:
         if annotation_node is not None:
             return _annotated(annotation_node, param.node)
         return _tensor_parameter(param.node)
+
+    def _norm_or_activation_class(self, default: ast.expr | None) -> bool:
+        """A default naming a norm or activation class: ``nn.LayerNorm``, ``nn.GELU``, or a
+        project's own class of such a name (timm's ``LayerNorm``)."""
+        if default is None or dotted_name(default) is None:
+            return False
+        fact = self._eval(default)
+        name = fact.name if isinstance(fact, QualifiedName) else None
+        if isinstance(fact, ImportedName):
+            name = fact.detail
+        return name is not None and name.rsplit(".", 1)[-1] in _NORM_AND_ACTIVATION_NAMES
 
     # --- expressions --------------------------------------------------------------------------
 
@@ -1011,6 +1031,8 @@ class Interpreter:
                 return PrefixedSizes(left, tuple(items_of(right)))
             if isinstance(left, PrefixedSizes):
                 return PrefixedSizes(left.prefix, (*left.tail, *items_of(right)))
+        if symbol == "*" and (repeated := _repeated(left, right) or _repeated(right, left)):
+            return repeated
         if symbol in ("//", "*") and not (
             isinstance(left, TensorFact) or isinstance(right, TensorFact)
         ):
@@ -1466,7 +1488,10 @@ class Interpreter:
             kwargs = {**dict(callee.kwargs), **kwargs}
             return self._called(callee.function, node, func, [*callee.args, *args], kwargs)
         if isinstance(callee, QualifiedName):
-            return self._qualified(callee.name, node, args, kwargs)
+            built = self._qualified(callee.name, node, args, kwargs)
+            if callee.guess is not None and isinstance(built, ModuleFact):
+                return replace(built, guess=callee.guess)
+            return built
         if isinstance(callee, FunctionRef):
             return self._inline(callee, node, args, kwargs)
         if isinstance(callee, ClassRef):
@@ -1753,6 +1778,10 @@ class Interpreter:
             root = scale_of(args[0][0]) if args else None
             return ScalarFact(scale=root.power(0.5) if root else None)
         literal = args[0][1] if args else None
+        if name == "builtins.int" and len(args) == 1 and _divides_names(literal):
+            assert isinstance(literal, ast.BinOp)
+            left, right = self.eval(literal.left), self.eval(literal.right)
+            return self._size_arithmetic("//", literal, left, right) or Unknown("call", name)
         if name == "builtins.float" and isinstance(literal, ast.Constant):
             if not isinstance(literal.value, str):
                 return ScalarFact()
@@ -2105,6 +2134,33 @@ _RESHAPED_IN_PLACE = frozenset({"resize_", "resize_as_", "set_", "as_strided_"})
 
 def _reshaped(before: TensorFact, after: TensorFact) -> bool:
     return before.shape != after.shape or before.layout != after.layout
+
+
+def _divides_names(node: ast.expr | None) -> bool:
+    """``dim / num_heads`` of names (or ``config.`` attributes): inside ``int(...)`` the size
+    ``dim // num_heads``, as both truncate sizes alike (BERT's ``int(hidden / heads)``). Only
+    names, whose second evaluation costs and changes nothing."""
+    return (
+        isinstance(node, ast.BinOp)
+        and isinstance(node.op, ast.Div)
+        and all(dotted_name(side) is not None for side in (node.left, node.right))
+    )
+
+
+_REPEATED_ITEMS = 64
+"""The most items a repeated list is followed with: section sizes are a few; ``[0] * 10**6``
+would cost a million facts for one line."""
+
+
+def _repeated(sequence: Fact, count: Fact) -> TupleFact | None:
+    """``[dim] * 3``: a list or tuple repeated a literal number of times (the sections of a
+    fused projection, ``torch.split(y, [mlp_dim] + [dim] * 3)``)."""
+    if not isinstance(sequence, TupleFact) or not isinstance(count, IntFact):
+        return None
+    times = count.dim.value
+    if times is None or not 0 <= times * len(sequence.items) <= _REPEATED_ITEMS:
+        return None
+    return TupleFact(sequence.items * times)
 
 
 def _unmodelled_call(node: ast.Call) -> Unknown:

@@ -39,6 +39,7 @@ from shapecheck.analysis.facts import (
     Fact,
     FunctionRef,
     ImportedName,
+    InstanceFact,
     IntFact,
     ModuleFact,
     NoneFact,
@@ -348,9 +349,10 @@ def _same_size(left: Dim | None, right: Dim | None) -> Dim | None:
 
 def _chosen(left: Fact, right: Fact) -> bool:
     """Two callables either of which the code may call: functions of the module, modules,
-    choices among them, or a function reached by import beside one of those (two names
-    reached by import may be numbers or dtypes: ``torch.float16``)."""
-    functions = FunctionRef | ModuleFact | Choice | Partial
+    instances of the module's classes (``RMSNorm(d) if qk_norm else nn.Identity()``), choices
+    among them, or a function reached by import beside one of those (two names reached by
+    import may be numbers or dtypes: ``torch.float16``)."""
+    functions = FunctionRef | ModuleFact | InstanceFact | Choice | Partial
     return (isinstance(left, functions) and isinstance(right, functions | QualifiedName)) or (
         isinstance(right, functions) and isinstance(left, QualifiedName)
     )

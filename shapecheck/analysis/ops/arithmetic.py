@@ -168,7 +168,14 @@ def activation_module(call: OpCall) -> Fact:
 def same_shape_module(call: OpCall) -> Fact:
     """One of several layers that keep the shape (a norm or ``nn.Identity``): the values
     change in a way the analysis cannot tell, their scale included."""
-    return flow(call.receiver, Family.ELEMENTWISE, origin=call.node, scaling=None)
+    guess = call.module.guess if call.module is not None else None
+    return flow(
+        call.receiver,
+        Family.ELEMENTWISE,
+        origin=call.node,
+        scaling=None,
+        guess=guess or call.receiver.guess,
+    )
 
 
 @tensor_op(

@@ -6,7 +6,7 @@ import ast
 import re
 from dataclasses import replace
 
-from shapecheck.analysis.dims import Dim, product
+from shapecheck.analysis.dims import Dim, Symbol, product
 from shapecheck.analysis.facts import (
     UNKNOWN,
     AxisOp,
@@ -54,13 +54,19 @@ def _target_shape(receiver: TensorFact, sizes: list[Dim | None]) -> tuple[Dim, .
     """The new shape, with one otherwise unknown size solved from the element count.
 
     A ``-1`` is what the element count leaves (``E // H`` if it comes to that: a view must
-    be exact). Without a ``-1``, a single size whose symbols the old shape never mentions
-    (``view(L, B, embed_dim)`` of ``[L, B*H, D]``) is replaced when the division is exact.
+    be exact), and so is a size of unknown value (``?``) that is no size of the old shape
+    (``seq_len``, ``-1`` from one caller and a length from another). Without either, a
+    single size whose symbols the old shape never mentions (``view(L, B, embed_dim)`` of
+    ``[L, B*H, D]``) is replaced when the division is exact.
     """
     if receiver.shape is None:
         return tuple(size if size is not None else Dim.symbol("?") for size in sizes)
     old_symbols = {atom for dim in receiver.shape for atom in dim.factors}
-    missing = [index for index, size in enumerate(sizes) if size is None]
+    missing = [
+        index
+        for index, size in enumerate(sizes)
+        if size is None or (_of_unknown_value(size) and not set(size.factors) & old_symbols)
+    ]
     exact_only = not missing
     if exact_only:
         missing = [
@@ -88,6 +94,16 @@ def _target_shape(receiver: TensorFact, sizes: list[Dim | None]) -> tuple[Dim, .
             sizes = list(sizes)
             sizes[missing[0]] = solved
     return tuple(size if size is not None else Dim.symbol("?") for size in sizes)
+
+
+def _of_unknown_value(size: Dim) -> bool:
+    """``?`` itself (a number callers disagree on), not a size with an unknown part."""
+    return (
+        size.coefficient == 1
+        and len(size.factors) == 1
+        and isinstance(size.factors[0], Symbol)
+        and size.has_unknown
+    )
 
 
 def _view_like(call: OpCall, sizes: list[Dim | None] | None, *, copies: bool) -> Fact:
