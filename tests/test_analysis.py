@@ -454,6 +454,31 @@ HELPER_KEEPS_THE_LEADING_SIZES = """\
     """
 
 
+def test_a_size_handed_unknown_comes_back_as_the_callers_own() -> None:
+    """EVA's RoPE: the tokens after the prefix go through a helper, whose parameter's length
+    is its own there (unnamed); back in the caller it is the slice's length again, so the
+    prefix put back gives the sequence's."""
+    source = """\
+        import torch
+
+
+        def rotate(x, freqs):
+            return x * freqs
+
+
+        class Rope(torch.nn.Module):
+            def __init__(self, num_prefix_tokens: int = 1):
+                super().__init__()
+                self.num_prefix_tokens = num_prefix_tokens
+
+            def split(self, q):
+                b, h, n, d = q.shape
+                npt = self.num_prefix_tokens
+                q = torch.cat([q[:, :, :npt, :], rotate(q[:, :, npt:, :], 2.0)], dim=2)
+        """
+    assert _shapes_in(source, "Rope.split")["q"] == "[b, h, n, d]"
+
+
 def test_a_helpers_leading_sizes_come_back_in_the_callers_names() -> None:
     """``x.shape[:-1]`` of a helper's parameter is that of the name its caller passed
     (GPT-2's ``Conv1D``, ``size()[:-1] + (nf,)``), never a name of the caller's own that the

@@ -21,7 +21,7 @@ from shapecheck.analysis.annotations import (
     declared,
     parse_shape,
 )
-from shapecheck.analysis.dims import Dim, named_by_code
+from shapecheck.analysis.dims import Dim, Symbol, named_by_code, substitute
 from shapecheck.analysis.facts import (
     ACTIVATIONS,
     CALLABLES,
@@ -1934,7 +1934,17 @@ class Interpreter:
             for tensor, _ in passed.values()
             if isinstance(tensor, TensorFact) and tensor.prefixed is not None
         )
-        return _prefixes_renamed(fact, renames, handed)
+        # a size this caller handed unknown is the callee's unnamed ``x.shape[i]`` there
+        # (see _received): it comes back as the caller's own (EVA's RoPE'd slice, whose
+        # length with the prefix put back is the sequence's again)
+        unknown = {
+            f"{param}.shape[{axis}]": dim
+            for param, (tensor, _) in passed.items()
+            if isinstance(tensor, TensorFact) and tensor.shape is not None
+            for axis, dim in enumerate(tensor.shape)
+            if dim.has_unknown
+        }
+        return _prefixes_renamed(_sizes_handed_back(fact, unknown), renames, handed)
 
     def _nothing_to_learn(self, node: ast.Call, arguments: Mapping[str, Fact]) -> bool:
         """Following the call would tell nothing (what it is handed is noted before): its
@@ -2278,6 +2288,26 @@ def _prefixes_renamed(
         prefix = _prefix_renamed(fact.prefixed.prefix, renames)
         return replace(fact, prefixed=PrefixedShape(prefix, fact.prefixed.tail) if prefix else None)
     return fact
+
+
+def _sizes_handed_back(fact: Fact, unknown: Mapping[str, Dim]) -> Fact:
+    """``fact`` with each unnamed size a callee gave an axis its caller handed unknown
+    (``x.shape[2]``, by the name ``unknown`` maps) replaced by the caller's size there."""
+    if not unknown:
+        return fact
+    if isinstance(fact, TupleFact):
+        return TupleFact(tuple(_sizes_handed_back(item, unknown) for item in fact.items))
+    if not isinstance(fact, TensorFact) or fact.shape is None:
+        return fact
+    mapping = {
+        atom: unknown[atom.name]
+        for dim in fact.shape
+        for atom in dim.factors
+        if isinstance(atom, Symbol) and atom.unnamed and atom.name in unknown
+    }
+    if not mapping:
+        return fact
+    return replace(fact, shape=tuple(substitute(dim, mapping) for dim in fact.shape))
 
 
 def _prefix_renamed(prefix: ShapePrefix, renames: Mapping[str, ShapePrefix]) -> ShapePrefix | None:
