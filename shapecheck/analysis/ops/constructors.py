@@ -45,28 +45,33 @@ from shapecheck.analysis.ops import (
 def allocate(call: OpCall) -> Fact:
     """``torch.zeros(b, n, d)``: as many axes as sizes are given, a size it cannot read
     (``torch.zeros(len(items), d)``) being ``?``."""
-    dtype = call.get(None, "dtype")
-    named = DTYPES.get(dtype[0].name) if dtype and isinstance(dtype[0], QualifiedName) else None
-    if dtype is None and call.name != "torch.full":
+    named = _named_dtype(call)
+    if call.get(None, "dtype") is None and call.name != "torch.full":
         named = "float32"  # PyTorch's default dtype (torch.full takes its fill value's)
-    return new_tensor(_allocated_shape(call, 0), call.node, dtype=named)
+    return new_tensor(_allocated_shape(call), call.node, dtype=named)
 
 
 @tensor_op("new_zeros", "new_ones", "new_empty", "new_full")
 def allocate_new(call: OpCall) -> Fact:
     """``x.new_zeros(b, n)``: a tensor of the sizes given, of ``x``'s dtype unless another
     is written."""
+    return new_tensor(
+        _allocated_shape(call), call.node, dtype=_named_dtype(call) or call.receiver.dtype
+    )
+
+
+def _named_dtype(call: OpCall) -> str | None:
+    """The dtype a constructor's ``dtype=torch.float16`` names (``None``: none written, or
+    not one named so)."""
     dtype = call.get(None, "dtype")
-    named = DTYPES.get(dtype[0].name) if dtype and isinstance(dtype[0], QualifiedName) else None
-    return new_tensor(_allocated_shape(call, 0), call.node, dtype=named or call.receiver.dtype)
+    return DTYPES.get(dtype[0].name) if dtype and isinstance(dtype[0], QualifiedName) else None
 
 
-def _allocated_shape(call: OpCall, start: int) -> tuple[Dim, ...] | None:
-    """The sizes a constructor is given from ``args[start]`` (the last argument of
-    ``torch.full`` and ``new_full`` is the fill value, unless it is named); ``None``: how many
-    is unknown."""
+def _allocated_shape(call: OpCall) -> tuple[Dim, ...] | None:
+    """The sizes a constructor is given (the last argument of ``torch.full`` and
+    ``new_full`` is the fill value, unless it is named); ``None``: how many is unknown."""
     full = call.name in ("torch.full", "new_full") and "fill_value" not in call.kwargs
-    sizes = call.sizes(start, -1 if full else None)
+    sizes = call.sizes(0, -1 if full else None)
     if sizes is None:
         return None
     return tuple(Dim.symbol("?") if size is None else size for size in sizes)

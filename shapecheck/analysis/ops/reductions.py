@@ -136,8 +136,8 @@ def ranked(call: OpCall) -> Fact:
     """``values, indices = x.topk(k, dim=-1)`` (a mixture of experts' router), ``x.sort(dim)``:
     both shaped like ``x``, but ``k`` long along ``dim`` for ``topk``; the indices int64."""
     top = call.name.removeprefix("torch.") == "topk"
-    given = call.get(1 if top else 0, "dim")
-    axis = -1 if given is None else given[0].dim.value if isinstance(given[0], IntFact) else None
+    position = 1 if top else 0
+    axis = -1 if call.get(position, "dim") is None else call.int_arg(position, "dim")
     k = call.get(0, "k") if top else None
     length = call.context.size(*k) if k is not None else None
     receiver, shape = call.receiver, None
