@@ -20,7 +20,7 @@ reads the modules of its package that it imports), cold and with its result cach
 timm model file defining attention modules whose length is closest to 1,000 lines (one file
 of a 300-file package), and ``PRECOMMIT_TRANSFORMERS`` (one model of transformers, whose
 imports reach the package's shared modules). Last, start-up: ``shapecheck --version``
-against bare Python.
+against bare Python. Each shapecheck timed is byte-compiled first, as installing it does.
 
 ``--against CHECKOUT`` times, round robin with the same runs, the shapecheck of another
 checkout (another commit's worktree, run with ``PYTHONPATH=CHECKOUT``) and prints each
@@ -155,6 +155,8 @@ def main() -> None:
     if options.against is not None:
         corpus_tools = _with_baseline(corpus_tools, options.against)
         precommit_tools = _with_baseline(precommit_tools, options.against)
+    for python_path in dict.fromkeys(tool.python_path for tool in corpus_tools):
+        _compile_bytecode(python_path)
     print(f"{os.cpu_count()} CPUs, median of {repeat} runs; {_versions(corpus_tools)}")
     print("ratios are what to compare across machines; absolute times are noisy")
     for note in notes:
@@ -264,6 +266,21 @@ def _with_baseline(tools: list[Tool], checkout: Path) -> list[Tool]:
             label = f"{BASELINE}{tool.label}"
             paired.append(Tool(label, tool.argv, tool.success, str(checkout.resolve())))
     return paired
+
+
+def _compile_bytecode(python_path: str | None) -> None:
+    """Byte-compile the shapecheck that ``python_path`` imports, as installing it does: with
+    ``PYTHONDONTWRITEBYTECODE`` set (as in some sandboxes and CI images), a checkout's modules
+    would otherwise be compiled from source on every run, and the start-up timed would be
+    none a user sees."""
+    script = (
+        "import compileall, shapecheck, shapecheck.rules\n"
+        "for package in (shapecheck, shapecheck.rules):\n"
+        "    for folder in package.__path__:\n"
+        "        compileall.compile_dir(folder, quiet=1)\n"
+    )
+    env = None if python_path is None else {**os.environ, "PYTHONPATH": python_path}
+    subprocess.run([sys.executable, "-c", script], env=env, check=True)
 
 
 def _versions(tools: list[Tool]) -> str:
