@@ -340,9 +340,9 @@ def test_the_engine_without_shapes_knows_no_shapes() -> None:
     )
 
 
-def _facts_of(source: str, name: str) -> TensorFact:
+def _facts_of(source: str, name: str, function_name: str = "split") -> TensorFact:
     text = textwrap.dedent(source)
-    [function] = [f for f in analyse(ast.parse(text), text).functions if f.name == "split"]
+    [function] = [f for f in analyse(ast.parse(text), text).functions if f.name == function_name]
     [fact] = [fact for _, bound, fact in function.bindings if bound == name][-1:]
     assert isinstance(fact, TensorFact)
     return fact
@@ -404,6 +404,47 @@ def test_rankings_and_extremes_along_an_axis_give_values_and_indices(
     weights, experts = _facts_of(source, "weights"), _facts_of(source, "experts")
     assert (format_shape(weights.shape), format_shape(experts.shape)) == (values, indices)
     assert (weights.dtype, experts.dtype) == (None, "int64")
+
+
+@pytest.mark.parametrize(
+    ("counted", "shape", "dtype"),
+    [
+        ("torch.zeros(num_experts)", "[num_experts]", "float32"),
+        (
+            "torch.histc(chosen.float(), bins=num_experts, min=0, max=num_experts)",
+            "[num_experts]",
+            "float32",
+        ),
+        ("chosen.float().histc()", "[100]", "float32"),
+        ("torch.bincount(chosen.reshape(-1))", "[?]", "int64"),
+        (
+            "torch.zeros(num_experts).scatter_add_(0, chosen.reshape(-1), ones)",
+            "[num_experts]",
+            "float32",
+        ),
+        (
+            "torch.index_fill(torch.zeros(num_experts, 2), 0, chosen, 1.0)",
+            "[num_experts, 2]",
+            "float32",
+        ),
+    ],
+)
+def test_a_routers_counts_per_expert(counted: str, shape: str, dtype: str) -> None:
+    """A mixture of experts' load-balancing loss counts tokens per expert: ``num_experts``
+    annotated ``int | None`` is a size (a size a caller may leave out), and ``histc``,
+    ``bincount`` and the scatters give one count per bin (PyTorch: ``histc`` makes 100 bins
+    unless told, of its input's dtype; ``bincount`` int64)."""
+    source = f"""
+        import torch
+
+        def load_balancing_loss(logits: torch.Tensor, num_experts: int | None = None):
+            b, n, e = logits.shape
+            _, chosen = torch.topk(logits.softmax(dim=-1), 2, dim=-1)
+            ones = torch.ones(b, n, 2)
+            counts = {counted}
+        """
+    counts = _facts_of(source, "counts", "load_balancing_loss")
+    assert (format_shape(counts.shape), counts.dtype) == (shape, dtype)
 
 
 def _shapes_in(source: str, function: str) -> dict[str, str]:

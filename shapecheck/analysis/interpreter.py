@@ -770,7 +770,7 @@ class Interpreter:
             spec = self._shape_spec(annotation_node)
             if spec is not None:
                 return _declared_tensor(declared(spec, self.annotation_sizes))
-        annotation = dotted_name(annotation_node) if annotation_node is not None else None
+        annotation = dotted_name(_not_none(annotation_node)) if annotation_node else None
         if annotation in self.context.classes:
             return InstanceFact(annotation)
         if self._norm_or_activation_class(param.default):
@@ -2041,6 +2041,24 @@ def _declared_tensor(shape: tuple[Dim, ...] | PrefixedShape | None) -> TensorFac
     return TensorFact(shape, Layout.contiguous(rank), scaling=PARAMETER_SCALING)
 
 
+def _not_none(annotation: ast.expr) -> ast.expr:
+    """What an optional annotation allows besides ``None``: ``int`` of ``int | None`` and of
+    ``Optional[int]`` (a size a caller may leave out is a size where it is used)."""
+    match annotation:
+        case ast.BinOp(op=ast.BitOr(), left=left, right=right) if _is_none(right):
+            return left
+        case ast.BinOp(op=ast.BitOr(), left=left, right=right) if _is_none(left):
+            return right
+        case ast.Subscript(value=generic, slice=inner) if _generic(generic) == "Optional":
+            return inner
+    return annotation
+
+
+def _generic(generic: ast.expr) -> str:
+    """``Optional`` for ``typing.Optional`` and ``Optional`` alike."""
+    return (dotted_name(generic) or "").rsplit(".", 1)[-1]
+
+
 def _annotated(annotation: ast.expr, param: ast.arg) -> Fact:
     """A parameter by its annotation: ``torch.Tensor`` (optional or not) is a tensor,
     ``tuple[torch.Tensor, torch.Tensor]`` a pair of them, anything else (``Cache``,
@@ -2049,15 +2067,14 @@ def _annotated(annotation: ast.expr, param: ast.arg) -> Fact:
     A guess: ``tuple[torch.FloatTensor]``, a tuple of one tensor, is that tensor. Hugging Face
     annotates tensors so (GPT-2's ``hidden_states: tuple[torch.FloatTensor] | None``, passed
     a tensor by every caller); a real tuple of one tensor is rarely written."""
+    allowed = _not_none(annotation)
+    if allowed is not annotation:
+        return _annotated(allowed, param)
     match annotation:
-        case ast.BinOp(op=ast.BitOr(), left=left, right=right):
-            if _is_none(right):
-                return _annotated(left, param)
-            return _annotated(right, param) if _is_none(left) else UNKNOWN
+        case ast.BinOp(op=ast.BitOr()):
+            return UNKNOWN
         case ast.Subscript(value=generic, slice=inner):
-            kind = (dotted_name(generic) or "").rsplit(".", 1)[-1]
-            if kind == "Optional":
-                return _annotated(inner, param)
+            kind = _generic(generic)
             items = inner.elts if isinstance(inner, ast.Tuple) else [inner]
             fixed = not any(_is_ellipsis(item) for item in items)
             if kind in ("tuple", "Tuple") and fixed:

@@ -208,6 +208,21 @@ def elementwise(call: OpCall) -> Fact:
     return flow(receiver, Family.ELEMENTWISE, origin=call.node, scalar=scalar)
 
 
+_WRITTEN_AT = ("scatter", "scatter_add", "scatter_reduce", "index_add", "index_copy", "index_fill")
+
+
+@tensor_op(
+    *_WRITTEN_AT,
+    *(f"{name}_" for name in _WRITTEN_AT),
+    functions=torch_names(*_WRITTEN_AT),
+)
+def written_at(call: OpCall) -> Fact:
+    """``x.scatter_add_(0, index, src)`` and the like: values written into ``x`` where an
+    index says (a router's counts per expert); its shape stays, its values change in a way
+    the analysis cannot tell."""
+    return flow(call.receiver, Family.ELEMENTWISE, origin=call.node, scaling=None)
+
+
 @tensor_op("cos", "sin", functions=torch_names("cos", "sin"))
 def trigonometric(call: OpCall) -> Fact:
     """``cos``/``sin`` of phases: where the positions behind them were rounded to 16 bits,

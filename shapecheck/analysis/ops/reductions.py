@@ -177,3 +177,19 @@ def extreme(call: OpCall) -> Fact:
     values = _reduced(call, name, kept, None)
     indices = new_tensor(kept, call.node, receiver, dtype="int64")
     return TupleFact((values, indices))
+
+
+@tensor_op("histc", "bincount", functions=torch_names("histc", "bincount"))
+def histogram(call: OpCall) -> Fact:
+    """``torch.histc(x, bins=n)``: ``n`` counts (100 unless given), of ``x``'s dtype, whatever
+    ``x``'s shape (a router's experts chosen per token); ``bincount`` as many as the largest
+    value, which the code does not show: one axis of unknown length, int64 (of ``weights``'s
+    dtype when weighted)."""
+    receiver = call.receiver
+    if call.name.removeprefix("torch.") == "bincount":
+        weights = call.tensor_arg(0, "weights")
+        dtype = "int64" if weights is None else weights.dtype
+        return new_tensor((Dim.symbol("?"),), call.node, receiver, dtype=dtype)
+    bins = call.get(0, "bins")
+    length = Dim.constant(100) if bins is None else call.context.size(*bins)
+    return new_tensor((length or Dim.symbol("?"),), call.node, receiver, dtype=receiver.dtype)
