@@ -447,6 +447,39 @@ def test_a_routers_counts_per_expert(counted: str, shape: str, dtype: str) -> No
     assert (format_shape(counts.shape), counts.dtype) == (shape, dtype)
 
 
+def test_a_name_bound_on_some_paths_only_is_what_they_bound() -> None:
+    """A name no path bound before a branch does not exist where the branch did not run
+    (reading it raises), so where it is read it holds what the branch bound: Mixtral's
+    ``flat_mask``, made ``if attention_mask is not None`` and read in a later branch of
+    that case; a loop's own names after the loop. Unless ``global`` says another scope
+    holds it on the other paths."""
+    source = """
+        import torch
+
+        def split(x, attention_mask=None):
+            global cached
+            b, n, d = x.shape
+            if attention_mask is not None:
+                flat_mask = attention_mask.reshape(-1)
+                cached = x
+            for layer in range(3):
+                last = x.transpose(1, 2)
+            if attention_mask is not None:
+                weights = flat_mask
+            after_loop = last
+            kept = cached
+        """
+    text = textwrap.dedent(source)
+    [function] = [f for f in analyse(ast.parse(text), text).functions if f.name == "split"]
+    bound = {name: fact for _, name, fact in function.bindings}
+    shapes = {
+        name: format_shape(fact.shape) if isinstance(fact, TensorFact) else None
+        for name, fact in bound.items()
+    }
+    assert (shapes["weights"], shapes["after_loop"]) == ("[?]", "[b, d, n]")
+    assert shapes["kept"] is None or shapes["kept"] == "?"
+
+
 def _shapes_in(source: str, function: str) -> dict[str, str]:
     """The shape of what each name of ``function`` was bound to last, a leading prefix
     written ``*owner.shape[:-k]``."""

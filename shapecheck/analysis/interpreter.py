@@ -198,6 +198,24 @@ class ModuleContext:
             self.rebound_names[function] = names
         return names
 
+    declared_names: dict[FunctionNode, frozenset[str]] = field(default_factory=dict)
+    """Per function, the names it declares ``global`` or ``nonlocal``."""
+
+    def declared_outside(self, function: FunctionNode) -> frozenset[str]:
+        """Names ``function`` binds in another scope (``global x``): on a path that does not
+        bind them, they hold that scope's value. Found once per function."""
+        names = self.declared_names.get(function)
+        if names is None:
+            names = frozenset(
+                name
+                for statement in function.body
+                for node in ast.walk(statement)
+                if isinstance(node, ast.Global | ast.Nonlocal)
+                for name in node.names
+            )
+            self.declared_names[function] = names
+        return names
+
     read_names: dict[FunctionNode, tuple[str, ...]] = field(default_factory=dict)
     """Per function, the names and dotted paths it may read (see ``visible``)."""
 
@@ -285,6 +303,7 @@ class Interpreter:
         self.divisions: list[tuple[str, str]] = []
         """``a // b`` of plain names, as written."""
         self.function_name = ""
+        self.function: FunctionNode | None = None
         self.annotation_sizes = Bindings()
         """jaxtyping dimension names (and ``*names``) bound by the parameters' annotations."""
         self.return_spec: ShapeSpec | None = None
@@ -352,7 +371,7 @@ class Interpreter:
     ) -> Fact:
         """Interpret ``node``'s body; ``arguments`` overrides the parameters' facts, and
         ``shown`` gives parameters the rank their uses showed (see ``read_again``)."""
-        self.function_name = node.name
+        self.function_name, self.function = node.name, node
         self.rebound_elsewhere = self.context.rebound_elsewhere(node)
         constructor = node.name == "__init__"
         for param in parameters(node):
@@ -480,7 +499,7 @@ class Interpreter:
         if any(isinstance(line, ast.Raise) for line in statement.body):
             self.observe(DivisibilityCheck(_names_in(statement.test)))
         holds, fails = rank_tests(statement.test)
-        before = dict(self.env)
+        before, assigned = dict(self.env), set(self.assigned)
         branches: list[tuple[dict[str, Fact], dict[str, TensorFact]]] = []
         guard = 1 if _tests_half_precision(statement.test) else 0
         self.half_precision_branches += guard
@@ -501,7 +520,7 @@ class Interpreter:
                 for key, fact in tested.items():
                     if env.get(key) is fact:
                         env[key] = before[key]
-        self.env = self._joined(before, [env for env, _ in branches])
+        self.env = self._joined(before, assigned, [env for env, _ in branches])
         return True
 
     def _narrowed(self, tests: list[tuple[str, int]]) -> dict[str, TensorFact]:
@@ -521,42 +540,52 @@ class Interpreter:
         else:
             self.eval(statement.iter)
             self._bind(statement.target, UNKNOWN)
-        before = dict(self.env)
+        before, assigned = dict(self.env), set(self.assigned)
         self.run_block(statement.body)
-        self.env = self._joined(before, [before, self.env])
+        self.env = self._joined(before, assigned, [before, self.env])
         self.run_block(statement.orelse)
 
     def _try(self, statement: ast.Try | ast.TryStar) -> None:
-        before = dict(self.env)
+        before, assigned = dict(self.env), set(self.assigned)
         outcomes: list[dict[str, Fact]] = []
         if self.run_block(statement.body) and self.run_block(statement.orelse):
             outcomes.append(self.env)
         for handler in statement.handlers:
-            self.env = self._joined(before, [before, *outcomes]) if outcomes else dict(before)
+            joined = self._joined(before, assigned, [before, *outcomes])
+            self.env = joined if outcomes else dict(before)
             if handler.name is not None:
                 self._forget_name(handler.name)
                 self.env[handler.name] = UNKNOWN
             if self.run_block(handler.body):
                 outcomes.append(self.env)
-        self.env = self._joined(before, outcomes) if outcomes else before
+        self.env = self._joined(before, assigned, outcomes) if outcomes else before
         self.run_block(statement.finalbody)
 
-    def _joined(self, before: dict[str, Fact], branches: list[dict[str, Fact]]) -> dict[str, Fact]:
-        """The branches' environments joined. An attribute of ``self`` that some branches store
-        and nothing stored before (``if qkv_separate: self.q = nn.Linear(...)``) does not
-        exist on the other paths: where the code reads it, it is what those branches stored."""
+    def _joined(
+        self, before: dict[str, Fact], assigned: set[str], branches: list[dict[str, Fact]]
+    ) -> dict[str, Fact]:
+        """The branches' environments joined (``assigned``: the names bound before them).
+        What some branches bind and nothing bound before does not exist on the other paths:
+        where the code reads it, it is what those branches bound. So with a local name (a
+        mask flattened ``if attention_mask is not None``, read on that branch later), and
+        with an attribute of ``self`` (``if qkv_separate: self.q = nn.Linear(...)``)."""
         model = self.class_model
-        never_set: set[str] = set()
-        if model is not None:
-            stored = set().union(*(branch.keys() - before.keys() for branch in branches))
-            never_set = {
-                key
-                for key in stored
-                if key.startswith("self.")
+        stored = set().union(*(branch.keys() - before.keys() for branch in branches))
+        if not stored:
+            return _join_environments(branches)
+        declared = self.context.declared_outside(self.function) if self.function else ()
+        never_set = {
+            key
+            for key in stored
+            if ("." not in key and key not in assigned and key not in declared)
+            or (
+                model is not None
+                and key.startswith("self.")
                 and key.count(".") == 1
                 and key[5:] not in model.attributes
                 and key[5:] not in model.methods
-            }
+            )
+        }
         return _join_environments(branches, never_set)
 
     def _define(self, node: FunctionNode) -> None:
