@@ -447,6 +447,65 @@ def test_a_routers_counts_per_expert(counted: str, shape: str, dtype: str) -> No
     assert (format_shape(counts.shape), counts.dtype) == (shape, dtype)
 
 
+@pytest.mark.parametrize(
+    ("computed", "shape", "dtype", "contiguous"),
+    [
+        ("x.clamp(min=-1e4)", "[b, n, d]", None, True),
+        ("torch.clamp(x.transpose(1, 2), max=5.0)", "[b, d, n]", None, False),
+        ("x.transpose(1, 2).flip(-1)", "[b, d, n]", None, False),
+        ("F.softplus(x)", "[b, n, d]", None, True),
+        ("torch.isnan(x.transpose(1, 2))", "[b, d, n]", "bool", False),
+        ("mask.long()", "[b, n]", "int64", True),
+        ("mask.bool().cumsum(-1)", "[b, n]", "int64", True),
+        ("x.transpose(1, 2).cumsum(dim=1)", "[b, d, n]", None, True),
+        ("F.one_hot(mask.long(), num_classes=4)", "[b, n, 4]", "int64", True),
+        ("F.one_hot(mask.long())", "[b, n, ?]", "int64", True),
+        ("torch.multinomial(x[0].softmax(-1), 3)", "[n, 3]", "int64", True),
+    ],
+)
+def test_ops_of_each_value_and_of_indices(
+    computed: str, shape: str, dtype: str | None, contiguous: bool
+) -> None:
+    """What PyTorch gives (each row checked with torch 2.13 on a [2, 3, 4] input): ops of
+    each value keep the shape and, allocating like their input, the strides' order
+    (``flip`` and ``clamp`` of a transposed tensor are not contiguous); ``cumsum`` writes a
+    fresh tensor, int64 from booleans; ``one_hot`` adds an axis; ``multinomial`` draws
+    along the last."""
+    source = f"""
+        import torch
+        import torch.nn.functional as F
+
+        def split(x, mask):
+            b, n, d = x.shape
+            b, n = mask.shape
+            result = {computed}
+        """
+    result = _facts_of(source, "result")
+    layout = result.layout
+    assert layout is not None
+    assert (format_shape(result.shape), result.dtype, layout.is_contiguous) == (
+        shape,
+        dtype,
+        contiguous,
+    )
+
+
+def test_a_bound_that_is_a_tensor_may_broadcast() -> None:
+    """``x.clamp(min=floor)`` with a tensor ``floor`` takes the broadcast shape of both:
+    not modelled, so not taken for ``x``'s."""
+    source = """
+        import torch
+
+        def split(x, floor):
+            b, n, d = x.shape
+            result = x.clamp(min=floor)
+        """
+    text = textwrap.dedent(source)
+    [function] = [f for f in analyse(ast.parse(text), text).functions if f.name == "split"]
+    [result] = [fact for _, name, fact in function.bindings if name == "result"]
+    assert not isinstance(result, TensorFact) or result.shape is None
+
+
 def test_a_name_bound_on_some_paths_only_is_what_they_bound() -> None:
     """A name no path bound before a branch does not exist where the branch did not run
     (reading it raises), so where it is read it holds what the branch bound: Mixtral's

@@ -22,6 +22,7 @@ from shapecheck.analysis.facts import (
     Scale,
     ScaleEvidence,
     TensorFact,
+    Unknown,
     scale_of,
 )
 from shapecheck.analysis.imports import dotted_name
@@ -43,6 +44,7 @@ from shapecheck.analysis.ops import (
     dtype_owner,
     functional_names,
     module_op,
+    new_tensor,
     number,
     tensor_op,
     torch_names,
@@ -50,21 +52,21 @@ from shapecheck.analysis.ops import (
 )
 from shapecheck.analysis.ops.masks import check_mask, with_fill
 
+_CAST_METHODS = {
+    "float": "float32",
+    "half": "float16",
+    "double": "float64",
+    "bfloat16": "bfloat16",
+    "bool": "bool",
+    "long": "int64",
+    "int": "int32",
+    "short": "int16",
+    "char": "int8",
+    "byte": "uint8",
+}
 
-@tensor_op(
-    "float",
-    "half",
-    "double",
-    "bfloat16",
-    "bool",
-    "to",
-    "type",
-    "type_as",
-    "cpu",
-    "cuda",
-    "detach",
-    "requires_grad_",
-)
+
+@tensor_op(*_CAST_METHODS, "to", "type", "type_as", "cpu", "cuda", "detach", "requires_grad_")
 def same_values(call: OpCall) -> Fact:
     dtype = call.receiver.dtype
     like: Argument | None = None  # a tensor whose dtype is taken
@@ -144,15 +146,6 @@ def _places(call: OpCall) -> bool:
     return not is_dtype
 
 
-_CAST_METHODS = {
-    "float": "float32",
-    "half": "float16",
-    "double": "float64",
-    "bfloat16": "bfloat16",
-    "bool": "bool",
-}
-
-
 @module_op("torch.nn.Dropout", "torch.nn.Identity")
 @tensor_op(functions=[*functional_names("dropout"), "torch.dropout"])
 def dropout(call: OpCall) -> Fact:
@@ -178,23 +171,31 @@ def same_shape_module(call: OpCall) -> Fact:
     )
 
 
+_EACH_VALUE = (
+    *("relu", "sigmoid", "tanh", "exp", "neg", "abs", "sqrt", "rsqrt", "log", "log1p"),
+    *("sign", "square", "reciprocal", "floor", "ceil", "round", "nan_to_num", "flip"),
+    *("clamp", "clamp_min", "clamp_max", "clip"),
+)
+"""Tensor methods and ``torch`` functions of each value (``flip`` moves them, keeping the
+strides' order as these do: PyTorch allocates their result like the input)."""
+_ACTIVATIONS = ("relu", "gelu", "silu", "sigmoid", "tanh", "elu", "leaky_relu", "mish")
+_MORE_ACTIVATIONS = ("softplus", "relu6", "hardswish", "hardsigmoid", "selu", "celu", "logsigmoid")
+
+
 @tensor_op(
-    "relu",
-    "sigmoid",
-    "tanh",
-    "exp",
-    "neg",
-    "abs",
-    "sqrt",
-    "rsqrt",
+    *_EACH_VALUE,
     functions=[
-        *torch_names("relu", "sigmoid", "tanh", "exp", "neg", "abs", "sqrt", "rsqrt"),
-        *functional_names("relu", "gelu", "silu", "sigmoid", "tanh", "elu", "leaky_relu", "mish"),
+        *torch_names(*_EACH_VALUE),
+        *functional_names(*_ACTIVATIONS, *_MORE_ACTIVATIONS, "hardtanh"),
     ],
 )
 def elementwise(call: OpCall) -> Fact:
-    """A function applied to each element: shape and layout stay, the values change."""
+    """A function applied to each element: shape and layout stay, the values change (bounds
+    that are tensors, ``x.clamp(min=floor)``, may broadcast: not modelled)."""
     receiver = call.receiver
+    bounds = [*call.args, *call.kwargs.values()]
+    if any(isinstance(fact, TensorFact) for fact, _ in bounds):
+        return Unknown("op", call.name.rpartition(".")[2])
     scalar = None
     if receiver.scalar is not None and call.name in ("sqrt", "torch.sqrt"):
         scalar = receiver.scalar.power(0.5)
@@ -206,6 +207,27 @@ def elementwise(call: OpCall) -> Fact:
         keep = {"product": receiver.product, "scaling": receiver.scaling}
         return flow(receiver, Family.ELEMENTWISE, origin=call.node, scalar=scalar, **keep)
     return flow(receiver, Family.ELEMENTWISE, origin=call.node, scalar=scalar)
+
+
+_VALUE_TESTS = ("isnan", "isinf", "isfinite")
+_INTEGRAL = ("bool", "uint8", "int8", "int16", "int32", "int64")
+
+
+@tensor_op(*_VALUE_TESTS, functions=torch_names(*_VALUE_TESTS))
+def value_test(call: OpCall) -> Fact:
+    """``x.isnan()``: a boolean of each value, laid out like ``x``."""
+    return flow(call.receiver, Family.ELEMENTWISE, origin=call.node, dtype="bool", scalar=None)
+
+
+@tensor_op("cumsum", "cumprod", functions=torch_names("cumsum", "cumprod"))
+def running(call: OpCall) -> Fact:
+    """``mask.cumsum(-1)`` (positions from a padding mask): the shape stays, in a fresh
+    contiguous tensor; integers and booleans add up as int64 unless a dtype is written."""
+    receiver = call.receiver
+    dtype = written_dtype(written[0]) if (written := call.get(None, "dtype")) else receiver.dtype
+    if written is None and dtype in _INTEGRAL:
+        dtype = "int64"
+    return new_tensor(receiver.shape, call.node, receiver, dtype=dtype)
 
 
 _WRITTEN_AT = ("scatter", "scatter_add", "scatter_reduce", "index_add", "index_copy", "index_fill")

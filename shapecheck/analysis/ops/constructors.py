@@ -222,3 +222,31 @@ def same_shape_constructor(call: OpCall) -> Fact:
     """A layer of one of several classes that keep the shape (``norm_layer or nn.LayerNorm``):
     which one, the analysis cannot tell."""
     return ModuleFact(SAME_SHAPE, uncertain=True)
+
+
+@function_op("torch.nn.functional.one_hot")
+def one_hot(call: OpCall) -> Fact:
+    """``F.one_hot(indices, num_classes)``: the indices' shape and one more axis of
+    ``num_classes`` (of unknown length when left at -1: the largest index decides), int64."""
+    indices = call.tensor_arg(0, "tensor")
+    if indices is None or indices.shape is None:
+        return new_tensor(None, call.node, indices, dtype="int64")
+    classes = call.get(1, "num_classes")
+    length = call.context.size(*classes) if classes is not None else None
+    if length is not None and length.value == -1:
+        length = None
+    shape = (*indices.shape, length or Dim.symbol("?"))
+    return new_tensor(shape, call.node, indices, dtype="int64")
+
+
+@tensor_op("multinomial", functions=torch_names("multinomial"))
+def multinomial(call: OpCall) -> Fact:
+    """``torch.multinomial(probs, n)``: ``n`` indices drawn from each row of the last axis,
+    int64."""
+    probs = call.receiver
+    samples = call.get(0, "num_samples")
+    length = call.context.size(*samples) if samples is not None else None
+    if probs.shape is None:
+        return new_tensor(None, call.node, probs, dtype="int64")
+    shape = (*probs.shape[:-1], length or Dim.symbol("?"))
+    return new_tensor(shape, call.node, probs, dtype="int64")
