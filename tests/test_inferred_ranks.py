@@ -12,7 +12,7 @@ from collections.abc import Mapping
 import pytest
 
 from shapecheck.analysis import analyse
-from shapecheck.analysis.facts import Fact, FunctionNode, TensorFact
+from shapecheck.analysis.facts import Fact, FunctionNode, IntFact, TensorFact
 from shapecheck.analysis.interpreter import Interpreter
 from shapecheck.analysis.usage import LIKELY_FROM, RankByUse
 from shapecheck.linter import lint_source
@@ -544,3 +544,50 @@ def test_sizes_each_caller_names_differently_are_named_by_the_helpers_unpacking(
                 return tensor.view(batch_size, self.n_head, length, d_model // self.n_head)
         """
     assert [(line, code) for line, code, _ in findings(source)] == [(15, "SC102")]
+
+
+def _read_facts(source: str, function: str = "f") -> dict[str, list[Fact]]:
+    """Each name of ``function`` -> the facts of its reads, in the interpretation kept."""
+    text = HEADER + textwrap.dedent(source)
+    [found] = [f for f in analyse(ast.parse(text), text).functions if f.name == function]
+    reads: dict[str, list[Fact]] = {}
+    for node, fact in found.facts.items():
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            reads.setdefault(node.id, []).append(fact)
+    return reads
+
+
+def test_a_parameter_used_as_a_size_is_an_int() -> None:
+    """BigBird's ``bigbird_block_sparse_attention(..., from_block_size, to_block_size, ...)``
+    takes its sizes unannotated: a parameter used as a size (in a view's sizes, ``zeros``)
+    is an int wherever it is read, before the use too (the function is read again), and the
+    sizes it makes are named after it."""
+    source = """
+        def f(key_layer, n_heads, to_seq_len, to_block_size):
+            blocks = to_seq_len * to_block_size
+            blocked = key_layer.view(2, n_heads, -1, to_block_size, 64)
+            counts = torch.zeros(n_heads)
+        """
+    reads = _read_facts(source)
+    assert all(isinstance(fact, IntFact) for fact in reads["to_block_size"])
+    assert all(isinstance(fact, IntFact) for fact in reads["n_heads"])
+    assert not any(isinstance(fact, IntFact) for fact in reads["to_seq_len"])  # no size use
+    assert shape(bound(source, "blocked")) == ["2", "n_heads", "?", "to_block_size", "64"]
+
+
+@pytest.mark.parametrize(
+    "use",
+    [
+        "key_layer.view(shape)",  # a lone argument may be a whole shape
+        "key_layer.view(2, shape, -1)",  # after a use that shows axes: no rank agreed
+    ],
+)
+def test_what_may_be_a_shape_or_a_tensor_is_no_int(use: str) -> None:
+    source = f"""
+        def f(key_layer, shape):
+            if key_layer.ndim > 4:
+                flipped = shape.transpose(0, 1)
+            out = {use}
+        """
+    reads = _read_facts(source)
+    assert not any(isinstance(fact, IntFact) for fact in reads["shape"])

@@ -89,6 +89,7 @@ from shapecheck.analysis.usage import (
     RANK_QUERIES,
     SHOWING_FUNCTIONS,
     SHOWING_METHODS,
+    SIZE_USE,
     Evidence,
     ParameterUses,
     RankByUse,
@@ -344,7 +345,23 @@ class Interpreter:
             return None
         if isinstance(fact, TensorFact) and fact.rank not in (None, 0):
             return None
+        if isinstance(node, ast.Name) and self.holds_passed(key, fact):
+            self._used_as_size(node, fact)
         return self.symbol(key)
+
+    def _used_as_size(self, node: ast.Name, fact: Fact) -> None:
+        """A parameter of unknown rank used as a size (``x.view(b, n, heads, -1)``): an int
+        here and from here on, and from the start where the function is read again for it
+        (BigBird's ``to_block_size``, read before). A tensor there would be a 0-d one, which
+        PyTorch takes as an int."""
+        key = node.id
+        self.uses.note(key, SIZE_USE)
+        shown = self.uses.rank(key)  # (not where another use showed axes)
+        if shown is not None and shown.as_size and self.env.get(key) is fact:
+            self.env[key] = size = IntFact(self.symbol(key))
+            self.uses.learned(key, self.statement)
+            if self.record and node in self.facts:
+                self.facts[node] = size
 
     def symbol(self, key: str) -> Dim:
         """The same symbolic size every time this function names it the same way; for an
@@ -780,6 +797,9 @@ class Interpreter:
         if not isinstance(fact, TensorFact):
             return
         name = param.arg
+        if shown is not None and shown.as_size:
+            self.env[name] = IntFact(self.symbol(name))
+            return
         if fact.shape is not None:
             self.env[name] = _received(name, fact, fact.shape)
             return

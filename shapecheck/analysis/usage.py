@@ -7,7 +7,9 @@ heads``), ``bmm`` and ``baddbmm`` (3-D), ``mm`` and ``addmm`` (2-D), ``permute``
 per axis), a view into products of its own sizes (``x.view(x.size(0), x.size(1) *
 x.size(2))``), an einsum equation or einops pattern without ``...``, and handing the tensor
 to a function of the module whose uses fix the rank of that parameter. Others bound it from below
-only: ``x.transpose(2, 3)``, ``x.size(3)``, ``x.shape[-3]``, ``x[:, :, 0]``. Two are guesses,
+only: ``x.transpose(2, 3)``, ``x.size(3)``, ``x.shape[-3]``, ``x[:, :, 0]``. A use as a size
+(one of a view's several sizes, ``torch.zeros(n)``, an einops axis length) shows an int, which
+the parameter is from there on (a 0-d tensor would serve as one too). Two are guesses,
 which every finding resting on them states ("assuming ..."): a bound of :data:`LIKELY_FROM`
 axes or more is taken as the rank, and a factor of a matrix product takes the rank of the
 other where that is a batch of matrices (:func:`partner_uses`).
@@ -65,10 +67,15 @@ class Evidence:
     """For ``B, N, C = x.shape``: the name each axis's size is bound to (``None``: none)."""
     shown: str = ""
     """For a lower bound: the use, as messages quote it (``x.transpose(2, 3)``)."""
+    as_size: bool = False
+    """A use as a size (``x.view(b, n, heads, -1)``, ``torch.zeros(n)``): rank 0, an int."""
 
 
 def fixed(rank: int, sizes: tuple[str | None, ...] = ()) -> Evidence:
     return Evidence(rank, exact=True, sizes=sizes)
+
+
+SIZE_USE = Evidence(0, exact=True, as_size=True)
 
 
 def at_least(rank: int, shown: str) -> Evidence:
@@ -86,6 +93,8 @@ class RankByUse:
     """The names an unpacking gives its sizes (empty where none does)."""
     last: Dim | None = None
     """The last axis's size, where the linear layers it is handed to say it."""
+    as_size: bool = False
+    """Used as a size: an int (or a 0-d tensor, which PyTorch takes as one)."""
 
 
 def decide(name: str, uses: list[Evidence]) -> RankByUse | None:
@@ -102,7 +111,8 @@ def decide(name: str, uses: list[Evidence]) -> RankByUse | None:
         if rank < fewest:
             return None
         sizes = next((use.sizes for use in uses if use.rank == rank and use.sizes), ())
-        return RankByUse(rank, None if certain else guessed[rank], sizes)
+        as_size = rank == 0 and any(use.as_size for use in uses)
+        return RankByUse(rank, None if certain else guessed[rank], sizes, as_size=as_size)
     if not ranks and bound is not None and bound.rank >= LIKELY_FROM:
         return RankByUse(
             bound.rank, f"`{name}` has {bound.rank} axes, the fewest `{bound.shown}` allows"
@@ -153,7 +163,8 @@ class ParameterUses:
             if shown is None:
                 continue
             late = name in self.read_elsewhere or self.learned_at.get(name, first) is not first
-            if late or learned.get(name, set()) != {shown.rank}:
+            # (a size is learned as an int, which holds no rank)
+            if late or (not shown.as_size and learned.get(name, set()) != {shown.rank}):
                 again[name] = shown
         return again
 
