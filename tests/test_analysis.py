@@ -506,6 +506,31 @@ def test_a_bound_that_is_a_tensor_may_broadcast() -> None:
     assert not isinstance(result, TensorFact) or result.shape is None
 
 
+@pytest.mark.parametrize(
+    ("test", "tensor"),
+    [
+        ("mask is not None", False),
+        ("mask is None", False),
+        ("0 in mask", False),
+        ("mask > 0", True),
+    ],
+)
+def test_identity_and_membership_tests_give_no_tensor(test: str, tensor: bool) -> None:
+    """``attention_mask is not None`` is a Python bool (``--coverage`` counted it among the
+    tensors of unknown rank); ``mask > 0`` a boolean tensor."""
+    source = f"""
+        import torch
+
+        def split(mask):
+            b, n = mask.shape
+            result = {test}
+        """
+    text = textwrap.dedent(source)
+    [function] = [f for f in analyse(ast.parse(text), text).functions if f.name == "split"]
+    [result] = [fact for _, name, fact in function.bindings if name == "result"]
+    assert isinstance(result, TensorFact) is tensor
+
+
 def test_a_name_bound_on_some_paths_only_is_what_they_bound() -> None:
     """A name no path bound before a branch does not exist where the branch did not run
     (reading it raises), so where it is read it holds what the branch bound: Mixtral's

@@ -890,8 +890,8 @@ class Interpreter:
             case ast.Compare(left=left, ops=operators, comparators=comparators):
                 facts = [self.eval(left), *(self.eval(c) for c in comparators)]
                 tensors = [fact for fact in facts if isinstance(fact, TensorFact)]
-                if not tensors:
-                    return UNKNOWN
+                if not tensors or any(isinstance(op, _IDENTITY_TESTS) for op in operators):
+                    return UNKNOWN  # ``mask is not None``: a Python bool
                 shape = tensors[0].shape
                 if all(tensor.shape is not None for tensor in tensors):
                     shape = functools.reduce(broadcast_shapes, (t.shape for t in tensors))
@@ -2136,6 +2136,9 @@ def _annotated(annotation: ast.expr, param: ast.arg) -> Fact:
     written = dotted_name(annotation) or ""
     return _tensor_parameter(param) if written.endswith("Tensor") else UNKNOWN
 
+
+_IDENTITY_TESTS = (ast.Is, ast.IsNot, ast.In, ast.NotIn)
+"""Comparisons that give a Python bool whatever their operands: no tensor."""
 
 _LOOKUPS = ("get", "get_interface")
 
