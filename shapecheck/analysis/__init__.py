@@ -41,6 +41,7 @@ from shapecheck.analysis.interpreter import (
     FunctionFacts,
     Interpreter,
     ModuleContext,
+    may_declare,
 )
 from shapecheck.analysis.lattice import join
 from shapecheck.analysis.observations import AttentionScores
@@ -376,7 +377,7 @@ def analyse(
     imports = collect_imports(module)
     if not uses_torch(imports):
         return ModuleAnalysis(module, text, [], imports)
-    context = ModuleContext(imports, shapes=shapes, rebinds="nonlocal" in text)
+    context = ModuleContext(imports, shapes=shapes, declares=may_declare(text))
     top_definitions = list(definitions(module.body))
     for definition in top_definitions:
         if isinstance(definition, FunctionNode):

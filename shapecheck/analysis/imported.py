@@ -59,6 +59,7 @@ from shapecheck.analysis.interpreter import (
     Interpreter,
     ModuleContext,
     _bind_arguments,
+    may_declare,
     static_method,
 )
 from shapecheck.analysis.ops import Argument
@@ -216,7 +217,7 @@ def _analysed(file: ProjectFile, depth: int) -> ModuleContext | None:
     module = file.module
     if module is None:
         return None
-    context = ModuleContext(collect_imports(module), rebinds="nonlocal" in file.text)
+    context = ModuleContext(collect_imports(module), declares=may_declare(file.text))
     for definition in definitions(module.body):
         if isinstance(definition, FunctionNode):
             context.functions.setdefault(definition.name, definition)

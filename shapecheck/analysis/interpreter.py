@@ -156,8 +156,9 @@ class ModuleContext:
 
     imports: dict[str, str]
     shapes: bool = True
-    rebinds: bool = True
-    """Whether the module has a ``nonlocal`` statement at all (most have none: no walk)."""
+    declares: bool = True
+    """Whether the module may declare names ``global`` or ``nonlocal`` (see
+    :func:`may_declare`; most have neither: no walk)."""
     functions: dict[str, FunctionNode] = field(default_factory=dict)
     classes: dict[str, ClassModel] = field(default_factory=dict)
     project: ProjectScope | None = None
@@ -179,43 +180,39 @@ class ModuleContext:
     inlined_ranks: dict[tuple[object, ...], Mapping[str, RankByUse]] = field(default_factory=dict)
     """For the same calls: the ranks the callee's uses showed for its parameters."""
 
-    rebound_names: dict[FunctionNode, frozenset[str]] = field(default_factory=dict)
-    """Per function, the names functions nested in it declare ``nonlocal``."""
+    declarations: dict[FunctionNode, tuple[frozenset[str], frozenset[str]]] = field(
+        default_factory=dict
+    )
+    """Per function, the names it and the functions nested in it declare ``nonlocal``, and
+    those they declare ``global`` or ``nonlocal``."""
 
     def rebound_elsewhere(self, function: FunctionNode) -> frozenset[str]:
         """Names of ``function`` that a nested function may rebind (``nonlocal y``): any call
-        may change them. Found once per function, however often it is followed."""
-        if not self.rebinds:
-            return frozenset()
-        names = self.rebound_names.get(function)
-        if names is None:
-            names = frozenset(
-                name
-                for statement in function.body
-                for node in ast.walk(statement)
-                if isinstance(node, ast.Nonlocal)
-                for name in node.names
-            )
-            self.rebound_names[function] = names
-        return names
-
-    declared_names: dict[FunctionNode, frozenset[str]] = field(default_factory=dict)
-    """Per function, the names it declares ``global`` or ``nonlocal``."""
+        may change them."""
+        return self._declared(function)[0]
 
     def declared_outside(self, function: FunctionNode) -> frozenset[str]:
         """Names ``function`` binds in another scope (``global x``): on a path that does not
-        bind them, they hold that scope's value. Found once per function."""
-        names = self.declared_names.get(function)
-        if names is None:
-            names = frozenset(
-                name
-                for statement in function.body
-                for node in ast.walk(statement)
-                if isinstance(node, ast.Global | ast.Nonlocal)
-                for name in node.names
-            )
-            self.declared_names[function] = names
-        return names
+        bind them, they hold that scope's value."""
+        return self._declared(function)[1]
+
+    def _declared(self, function: FunctionNode) -> tuple[frozenset[str], frozenset[str]]:
+        """Found once per function, however often it is followed."""
+        if not self.declares:
+            return frozenset(), frozenset()
+        found = self.declarations.get(function)
+        if found is None:
+            rebound: set[str] = set()
+            elsewhere: set[str] = set()
+            for statement in function.body:
+                for node in ast.walk(statement):
+                    if isinstance(node, ast.Nonlocal):
+                        rebound.update(node.names)
+                    elif isinstance(node, ast.Global):
+                        elsewhere.update(node.names)
+            found = frozenset(rebound), frozenset(rebound | elsewhere)
+            self.declarations[function] = found
+        return found
 
     read_names: dict[FunctionNode, tuple[str, ...]] = field(default_factory=dict)
     """Per function, the names and dotted paths it may read (see ``visible``)."""
@@ -2135,6 +2132,11 @@ def _annotated(annotation: ast.expr, param: ast.arg) -> Fact:
             return _tensor_parameter(param) if "Tensor" in text else UNKNOWN
     written = dotted_name(annotation) or ""
     return _tensor_parameter(param) if written.endswith("Tensor") else UNKNOWN
+
+
+def may_declare(text: str) -> bool:
+    """Whether a module's text may hold a ``global`` or ``nonlocal`` statement."""
+    return "nonlocal" in text or "global" in text
 
 
 _IDENTITY_TESTS = (ast.Is, ast.IsNot, ast.In, ast.NotIn)
