@@ -490,6 +490,30 @@ def test_ops_of_each_value_and_of_indices(
     )
 
 
+@pytest.mark.parametrize(
+    ("resized", "shape"),
+    [
+        ('F.interpolate(x, size=(h, w), mode="bilinear")', "[b, c, h, w]"),
+        ("F.interpolate(x, size=7)", "[b, c, 7, 7]"),
+        ("F.interpolate(x, scale_factor=2)", "[b, c, ?, ?]"),
+        ('F.interpolate(x, size=y.shape[-2:], mode="nearest")', "[b, c, h2, w2]"),
+    ],
+)
+def test_interpolation_keeps_batch_and_channels(resized: str, shape: str) -> None:
+    """PyTorch (checked on [2, 3, 4, 5]): ``size=(6, 7)`` gives [2, 3, 6, 7], ``size=7``
+    [2, 3, 7, 7], ``scale_factor=2`` [2, 3, 8, 10]."""
+    source = f"""
+        import torch
+        import torch.nn.functional as F
+
+        def split(x, y, h: int, w: int):
+            b, c, hh, ww = x.shape
+            n, d, h2, w2 = y.shape
+            result = {resized}
+        """
+    assert format_shape(_facts_of(source, "result").shape) == shape
+
+
 def test_a_bound_that_is_a_tensor_may_broadcast() -> None:
     """``x.clamp(min=floor)`` with a tensor ``floor`` takes the broadcast shape of both:
     not modelled, so not taken for ``x``'s."""

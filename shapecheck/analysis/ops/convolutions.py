@@ -1,4 +1,5 @@
-"""Convolutions: ``nn.Conv1d``/``Conv2d``/``Conv3d``, channels first.
+"""Convolutions: ``nn.Conv1d``/``Conv2d``/``Conv3d``, channels first; and resampling,
+``F.interpolate``.
 
 A convolution reads ``[N, C_in, *spatial]`` (or unbatched ``[C_in, *spatial]``) and makes
 ``[N, C_out, *spatial']``: the channels it was built with come second, which is what tells a
@@ -11,8 +12,18 @@ it) or divided by the patch (``kernel_size=stride=p``, no padding: ``(H - p) // 
 from __future__ import annotations
 
 from shapecheck.analysis.dims import Dim
-from shapecheck.analysis.facts import ChannelsAxis, Fact, IntFact, ModuleFact, TupleFact
-from shapecheck.analysis.ops import OpCall, function_op, module_op, new_tensor, string_literal
+from shapecheck.analysis.facts import ChannelsAxis, Fact, IntFact, ModuleFact, SizeFact, TupleFact
+from shapecheck.analysis.layout import Layout
+from shapecheck.analysis.ops import (
+    OpCall,
+    function_op,
+    functional_names,
+    items_of,
+    module_op,
+    new_tensor,
+    string_literal,
+    tensor_op,
+)
 
 CONVOLUTIONS = {"torch.nn.Conv1d": 1, "torch.nn.Conv2d": 2, "torch.nn.Conv3d": 3}
 """Each convolution class and how many spatial axes it takes."""
@@ -112,3 +123,41 @@ def _divided(size: Dim, divisor: Dim | None) -> Dim:
     if divisor is None or divisor.quotients or size.has_unknown:
         return Dim.symbol("?")
     return size if divisor == Dim.constant(1) else size.floordiv(divisor)
+
+
+@tensor_op(functions=functional_names("interpolate", "upsample"))
+def interpolate(call: OpCall) -> Fact:
+    """``F.interpolate(x, size=(h, w))``: ``[N, C, *spatial] -> [N, C, *size]``, of the
+    input's rank (``size`` one for every spatial axis, a lone size for each); the new spatial
+    sizes unknown where ``scale_factor`` makes them; a convolution's channels stay where they
+    were."""
+    receiver, shape = call.receiver, call.receiver.shape
+    if shape is None or len(shape) < 3:
+        return new_tensor(None, call.node, receiver)  # PyTorch raises below 3 axes
+    spatial = len(shape) - 2
+    given = call.get(1, "size")
+    sizes: list[Dim | None] = [None] * spatial
+    if given is not None and isinstance(given[0], IntFact):
+        sizes = [given[0].dim] * spatial
+    elif given is not None and isinstance(given[0], TupleFact | SizeFact):
+        items = items_of(given[0])  # (h, w), or another map's ``y.shape[-2:]``
+        if len(items) == spatial:
+            sizes = [item.dim if isinstance(item, IntFact) else None for item in items]
+    new = tuple(
+        size if size is not None and size.value != -1 else Dim.symbol("?") for size in sizes
+    )
+    layout = _resampled_layout(receiver.layout, len(shape))
+    shape = (*shape[:2], *new)
+    return new_tensor(shape, call.node, receiver, channels=receiver.channels, layout=layout)
+
+
+def _resampled_layout(layout: Layout | None, rank: int) -> Layout | None:
+    """PyTorch allocates a resampled map in its input's suggested memory format: channels
+    last where a 4-D or 5-D input is laid out so (VideoLLaMA 3's ``reshape(t, h, w,
+    c).permute(0, 3, 1, 2)``, after which ``permute(0, 2, 3, 1).view(-1, c)`` of the result
+    is legal), else contiguous (checked with torch 2.13: bilinear, nearest, bicubic). For
+    another order the strides decide, which the analysis does not follow: unknown."""
+    if layout is None or layout.is_contiguous:
+        return None if layout is None else Layout.contiguous(rank)
+    channels_last = (0, rank - 1, *range(1, rank - 1))
+    return layout if rank in (4, 5) and layout.order == channels_last else None
