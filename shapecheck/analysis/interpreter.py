@@ -580,18 +580,19 @@ class Interpreter:
     ) -> dict[str, Fact]:
         """The branches' environments joined (``assigned``: the names bound before them).
         What some branches bind and nothing bound before does not exist on the other paths:
-        where the code reads it, it is what those branches bound. So with a local name (a
-        mask flattened ``if attention_mask is not None``, read on that branch later), and
+        where the code reads it, it is what those branches bound. So with a function's local
+        name (a mask flattened ``if attention_mask is not None``, read on that branch later), and
         with an attribute of ``self`` (``if qkv_separate: self.q = nn.Linear(...)``)."""
         model = self.class_model
         stored = set().union(*(branch.keys() - before.keys() for branch in branches))
         if not stored:
             return _join_environments(branches)
-        declared = self.context.declared_outside(self.function) if self.function else ()
+        function = self.function  # (at the top level, a builtin may hold the name)
+        declared = self.context.declared_outside(function) if function else frozenset()
         never_set = {
             key
             for key in stored
-            if ("." not in key and key not in assigned and key not in declared)
+            if (function and "." not in key and key not in assigned and key not in declared)
             or (
                 model is not None
                 and key.startswith("self.")
