@@ -1178,3 +1178,131 @@ def test_a_size_callers_disagree_on_is_what_the_view_leaves(
                 return q, k
         """
     assert findings(source) == found
+
+
+_WINDOWS = """\
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+
+    def window_partition(x, window_size: int):
+        B, H, W, C = x.shape
+        x = x.view(B, H // window_size, window_size, W // window_size, window_size, C)
+        return x.permute(0, 1, 3, 2, 4, 5).reshape(-1, window_size * window_size, C)
+
+
+    class WindowAttention(nn.Module):
+        def __init__(self, dim, num_heads):
+            super().__init__()
+            self.num_heads = num_heads
+            self.qkv = nn.Linear(dim, 3 * dim)
+
+        def forward(self, x):
+            B_, N, C = x.shape
+            qkv = self.qkv(x).reshape(B_, N, 3, self.num_heads, C // self.num_heads)
+            q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+            out = F.scaled_dot_product_attention(q, k, v)
+            return out.{merge}
+
+
+    class Block(nn.Module):
+        def __init__(self, dim, num_heads, window_size):
+            super().__init__()
+            self.window_size = window_size
+            self.attn = WindowAttention(dim, num_heads)
+
+        def forward(self, x):
+            return self.attn(window_partition(x, self.window_size))
+    """
+
+
+@pytest.mark.parametrize(
+    ("merge", "found"),
+    [
+        ("reshape(B_, N, C)", [(22, "SC103")]),
+        ("transpose(1, 2).reshape(B_, N, C)", []),
+    ],
+)
+def test_a_merge_moves_positions_the_code_does_not_name(
+    merge: str, found: list[tuple[int, str]]
+) -> None:
+    """DaViT's windows: the caller hands ``N`` as a size it does not name (``x.shape[1]``).
+    Merged before the heads, the positions are read across the heads all the same; the
+    finding says it takes ``N`` for more than 1 (along one position nothing moves)."""
+    rules = [rule() for rule in all_rules()]
+    source = textwrap.dedent(_WINDOWS.format(merge=merge)).encode()
+    diagnostics = lint_source(source, "snippet.py", rules).diagnostics
+    assert [(d.line, d.code) for d in diagnostics] == found
+    assert all(d.message.endswith("(assuming `x.shape[1]` is more than 1)") for d in diagnostics)
+
+
+@pytest.mark.parametrize(
+    ("merge", "found"),
+    [
+        ("reshape(B, -1, self.num_heads * self.head_dim)", [(16, "SC103")]),
+        ("transpose(1, 2).reshape(B, -1, self.num_heads * self.head_dim)", []),
+    ],
+)
+def test_a_merge_moves_positions_of_unknown_number(
+    merge: str, found: list[tuple[int, str]]
+) -> None:
+    """LeViT's ``(attn @ v).reshape(B, -1, dh)``: the positions are a ``-1`` of a tensor of
+    unknown rank, one size on both sides of the merge all the same."""
+    source = f"""\
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class Attention(nn.Module):
+            def __init__(self, dim, num_heads):
+                super().__init__()
+                self.num_heads = num_heads
+                self.head_dim = dim // num_heads
+                self.q = nn.Linear(dim, dim)
+
+            def forward(self, x):
+                B = x.shape[0]
+                q = self.q(x).view(B, -1, self.num_heads, self.head_dim).transpose(1, 2)
+                out = F.scaled_dot_product_attention(q, q, q)
+                out = out.{merge}
+                return out
+        """
+    assert findings(source) == found
+
+
+def test_a_relative_shift_of_lengths_nobody_names_is_no_head_split() -> None:
+    """Transformer-XL's relative shift, as FastSpeech2-Conformer writes it: scores
+    ``[b, h, q, p]`` padded, viewed as ``[b, h, p + 1, q]``, a row dropped, viewed back. The
+    lengths are read off the scores, named by no code, and exchanging the last two is the
+    point: neither view is a head split or merge."""
+    source = """\
+        import torch
+        import torch.nn as nn
+
+
+        class RelPositionAttention(nn.Module):
+            def __init__(self, hidden_size, num_heads):
+                super().__init__()
+                assert hidden_size % num_heads == 0
+                self.num_heads = num_heads
+                self.head_dim = hidden_size // num_heads
+                self.linear_q = nn.Linear(hidden_size, hidden_size)
+                self.linear_pos = nn.Linear(hidden_size, hidden_size, bias=False)
+
+            def shift(self, pos_tensor):
+                zero_pad = torch.zeros((*pos_tensor.size()[:3], 1), dtype=pos_tensor.dtype)
+                padded = torch.cat([zero_pad, pos_tensor], dim=-1)
+                padded = padded.view(
+                    *pos_tensor.size()[:2], pos_tensor.size(3) + 1, pos_tensor.size(2)
+                )
+                return padded[:, :, 1:].view_as(pos_tensor)[:, :, :, : pos_tensor.size(-1) // 2 + 1]
+
+            def forward(self, hidden_states, pos_emb):
+                bsz, q_len, _ = hidden_states.size()
+                query = self.linear_q(hidden_states).view(bsz, -1, self.num_heads, self.head_dim)
+                bsz_pos = pos_emb.size(0)
+                pos = self.linear_pos(pos_emb).view(bsz_pos, -1, self.num_heads, self.head_dim)
+                matrix_bd = torch.matmul(query.transpose(1, 2), pos.permute(0, 2, 3, 1))
+                return torch.softmax(self.shift(matrix_bd) / self.head_dim**0.5, dim=-1)
+        """
+    assert findings(source) == []

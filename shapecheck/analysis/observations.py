@@ -41,7 +41,8 @@ class ReinterpretingView:
     new_shape: tuple[Dim, ...]
     moved: Reinterpretation
     guess: str | None = None
-    """What the old shape rests on, if a guess."""
+    """What the finding rests on, if a guess: the old shape, or that the moved axis, of a
+    size the code does not name, is longer than 1 (``Reinterpretation.guess``)."""
 
 
 @dataclass(frozen=True)

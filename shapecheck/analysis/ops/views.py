@@ -127,11 +127,18 @@ def _view_like(call: OpCall, sizes: list[Dim | None] | None, *, copies: bool) ->
     elif receiver.shape is not None and isinstance(call.node, ast.Call):
         counted = _counted(receiver.shape, shape)
         moved = reinterpreted_axis(counted, shape)
-        # the way back of Transformer-XL's relative shift: sizes a view of values of unknown
-        # shape chose, exchanged again; no axis there is known to hold what its size names
-        if moved is not None and not (exchanged and receiver.resized is not None):
+        # Transformer-XL's relative shift exchanges the last two sizes of its scores on
+        # purpose: on the way back, sizes a view of values of unknown shape chose; on the way
+        # there, lengths read off the scores, named by no code. No axis there is known to
+        # hold what its size names.
+        guessed = moved is not None and moved.guess is not None
+        shift = exchanged and (receiver.resized is not None or guessed)
+        if moved is not None and not shift:
+            guesses = [guess for guess in (receiver.guess, moved.guess) if guess]
             call.context.observe(
-                ReinterpretingView(call.node, call.anchor, counted, shape, moved, receiver.guess)
+                ReinterpretingView(
+                    call.node, call.anchor, counted, shape, moved, " and ".join(guesses) or None
+                )
             )
         channels = moved_channels(receiver.shape, shape)
         if channels is not None:
