@@ -1306,3 +1306,70 @@ def test_a_relative_shift_of_lengths_nobody_names_is_no_head_split() -> None:
                 return torch.softmax(self.shift(matrix_bd) / self.head_dim**0.5, dim=-1)
         """
     assert findings(source) == []
+
+
+@pytest.mark.parametrize(
+    ("split", "found"),
+    [
+        ("view(bsz, self.num_heads, -1, self.head_dim)", [(18, "SC102")]),
+        ("view(bsz * self.num_heads, -1, self.head_dim)", [(18, "SC102")]),
+        ("view(bsz, -1, self.num_heads, self.head_dim).transpose(1, 2)", []),
+    ],
+)
+def test_a_head_split_of_values_of_unknown_rank(split: str, found: list[tuple[int, str]]) -> None:
+    """Cross-attention's keys and values come from ``key_value_states`` (rank unknown) or the
+    hidden states: the linear layer's width says the last axis, and a view reads the axes
+    before it in order whatever their number, so ``(B, H, -1, D)`` still puts positions where
+    the second head's features lie."""
+    source = f"""\
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class CrossAttention(nn.Module):
+            def __init__(self, embed_dim, num_heads):
+                super().__init__()
+                assert embed_dim % num_heads == 0
+                self.num_heads = num_heads
+                self.head_dim = embed_dim // num_heads
+                self.k_proj = nn.Linear(embed_dim, embed_dim)
+
+            def forward(self, hidden_states, key_value_states=None):
+                bsz = hidden_states.shape[0]
+                current = hidden_states if key_value_states is None else key_value_states
+                k = self.k_proj(current).view(bsz, -1, self.num_heads, self.head_dim)
+                k = k.transpose(1, 2)
+                v = self.k_proj(current).{split}
+                return F.scaled_dot_product_attention(k, k, v)
+        """
+    rules = [rule() for rule in all_rules()]
+    diagnostics = lint_source(textwrap.dedent(source).encode(), "snippet.py", rules).diagnostics
+    assert [(d.line, d.code) for d in diagnostics] == found
+    assert all(
+        d.message.endswith("(assuming the moved axis has more than one entry)") for d in diagnostics
+    )
+
+
+def test_a_split_into_one_entry_between_the_heads_and_their_size_moves_nothing() -> None:
+    """Inkling's short convolution views its kernels ``[..., H*K]`` as ``(B, L, H, 1, K)``:
+    the axis of one entry between the heads and their size holds no data of its own."""
+    source = """\
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class ShortConv(nn.Module):
+            def __init__(self, hidden_size, num_heads):
+                super().__init__()
+                assert hidden_size % num_heads == 0
+                self.num_heads = num_heads
+                self.head_size = hidden_size // num_heads
+                self.proj = nn.Linear(hidden_size, hidden_size)
+
+            def forward(self, hidden_states, dynamic_input):
+                batch_size, seq_len, _ = hidden_states.shape
+                kernel = self.proj(dynamic_input)
+                kernel = kernel.view(batch_size, seq_len, self.num_heads, 1, self.head_size)
+                return F.softmax(kernel, dim=-1)
+        """
+    assert findings(source) == []

@@ -331,6 +331,28 @@ def reinterpreted_axis(old: tuple[Dim, ...], new: tuple[Dim, ...]) -> Reinterpre
     return None
 
 
+def heads_split_apart(width: Dim, new: tuple[Dim, ...]) -> Reinterpretation | None:
+    """The axis that viewing ``[..., width]`` (leading axes of unknown number) as ``new``
+    moves onto the features, where ``new`` splits the width into heads and a head size but
+    writes the heads before another axis: ``[..., H*D]`` viewed as ``(B, H, L, D)`` or
+    ``(B*H, L, D)``. A view reads the leading axes in order whatever their number, so the
+    axis in between (``L``) steps from head to head inside one position's features; only
+    along an axis of one entry does nothing move (a guess where that size is not named).
+    The heads are a named size the code writes, and the axis in between is not them.
+    """
+    if len(new) < 3 or not new[-2].factors:
+        return None  # a literal in between proves nothing (along 1, nothing moves)
+    depth, between = new[-1], new[-2]
+    heads = width.floordiv(depth)
+    if heads.quotients or heads * depth != width or not heads.is_named or between == heads:
+        return None
+    leading = product(new[:-2])
+    rest = leading.floordiv(heads)
+    if rest.quotients or rest * heads != leading:
+        return None  # the heads are not written before the axis in between
+    return Reinterpretation(between, 0, len(new) - 2, rest, leading)
+
+
 @dataclass(frozen=True)
 class ChannelsMove:
     """A view between a channels-first map ``[B, C, *spatial]`` and channels-last values

@@ -25,7 +25,14 @@ from shapecheck.analysis.facts import (
 )
 from shapecheck.analysis.imports import dotted_name
 from shapecheck.analysis.lattice import Family, flow
-from shapecheck.analysis.layout import Layout, moved_channels, plan_view, reinterpreted_axis
+from shapecheck.analysis.layout import (
+    Layout,
+    Reinterpretation,
+    heads_split_apart,
+    moved_channels,
+    plan_view,
+    reinterpreted_axis,
+)
 from shapecheck.analysis.observations import (
     ChannelsMovingView,
     ExactDivisionAssumed,
@@ -134,12 +141,7 @@ def _view_like(call: OpCall, sizes: list[Dim | None] | None, *, copies: bool) ->
         guessed = moved is not None and moved.guess is not None
         shift = exchanged and (receiver.resized is not None or guessed)
         if moved is not None and not shift:
-            guesses = [guess for guess in (receiver.guess, moved.guess) if guess]
-            call.context.observe(
-                ReinterpretingView(
-                    call.node, call.anchor, counted, shape, moved, " and ".join(guesses) or None
-                )
-            )
+            call.context.observe(_reinterpreting(call, counted, shape, moved))
         channels = moved_channels(receiver.shape, shape)
         if channels is not None:
             call.context.observe(
@@ -148,6 +150,12 @@ def _view_like(call: OpCall, sizes: list[Dim | None] | None, *, copies: bool) ->
                 )
             )
         rely_on_divisions(call.context, call.node, product(receiver.shape), product(shape))
+    elif receiver.known_last is not None and isinstance(call.node, ast.Call):
+        moved = heads_split_apart(receiver.known_last, shape)
+        if moved is not None:
+            # the leading axes, of unknown number, shown as one: the view reads them in order
+            leading = (Dim.symbol("..."), receiver.known_last)
+            call.context.observe(_reinterpreting(call, leading, shape, moved))
     axis_op = None
     if exchanged:
         rank = len(shape)
@@ -163,6 +171,17 @@ def _view_like(call: OpCall, sizes: list[Dim | None] | None, *, copies: bool) ->
         channels=_kept_channels(receiver, shape),
         resized=call.node if old is None else receiver.resized,
     )
+
+
+def _reinterpreting(
+    call: OpCall, old: tuple[Dim, ...], new: tuple[Dim, ...], moved: Reinterpretation
+) -> ReinterpretingView:
+    """The view ``call`` of ``old`` as ``new``, which moves ``moved``, with the guesses it rests
+    on: the receiver's shape, and that the moved axis is longer than 1."""
+    guesses = [guess for guess in (call.receiver.guess, moved.guess) if guess]
+    node = call.node
+    assert isinstance(node, ast.Call)
+    return ReinterpretingView(node, call.anchor, old, new, moved, " and ".join(guesses) or None)
 
 
 def _counted(old: tuple[Dim, ...], new: tuple[Dim, ...]) -> tuple[Dim, ...]:
