@@ -1373,3 +1373,41 @@ def test_a_split_into_one_entry_between_the_heads_and_their_size_moves_nothing()
                 return F.softmax(kernel, dim=-1)
         """
     assert findings(source) == []
+
+
+@pytest.mark.parametrize(
+    ("split", "found"),
+    [
+        ("reshape(B, self.num_heads, -1, self.head_dim)", [(19, "SC102")]),
+        ("reshape(B, -1, self.num_heads, self.head_dim).transpose(1, 2)", []),
+    ],
+)
+def test_heads_counted_from_the_width_split_values_of_unknown_rank(
+    split: str, found: list[tuple[int, str]]
+) -> None:
+    """Next-ViT counts its heads from the width (``num_heads = dim // head_dim``) and pools
+    the keys' tokens first (rank unknown after the pooling): the width over the head size is
+    the heads all the same."""
+    source = f"""\
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class Attention(nn.Module):
+            def __init__(self, dim, head_dim=32):
+                super().__init__()
+                assert dim % head_dim == 0
+                self.num_heads = dim // head_dim
+                self.head_dim = head_dim
+                self.q = nn.Linear(dim, dim)
+                self.v = nn.Linear(dim, dim)
+                self.sr = nn.AvgPool1d(kernel_size=4, stride=4)
+
+            def forward(self, x):
+                B, N, C = x.shape
+                q = self.q(x).reshape(B, N, self.num_heads, self.head_dim).transpose(1, 2)
+                x = self.sr(x.transpose(1, 2)).transpose(1, 2)
+                v = self.v(x).{split}
+                return F.scaled_dot_product_attention(q, v, v)
+        """
+    assert findings(source) == found

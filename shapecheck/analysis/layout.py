@@ -344,7 +344,7 @@ def heads_split_apart(width: Dim, new: tuple[Dim, ...]) -> Reinterpretation | No
         return None  # a literal in between proves nothing (along 1, nothing moves)
     depth, between = new[-1], new[-2]
     heads = width.floordiv(depth)
-    if heads.quotients or heads * depth != width or not heads.is_named or between == heads:
+    if heads * depth != width or not heads.is_named or between == heads:
         return None
     leading = product(new[:-2])
     rest = leading.floordiv(heads)
