@@ -1411,3 +1411,40 @@ def test_heads_counted_from_the_width_split_values_of_unknown_rank(
                 return F.scaled_dot_product_attention(q, v, v)
         """
     assert findings(source) == found
+
+
+@pytest.mark.parametrize(
+    ("split", "found"),
+    [
+        ("reshape(bsz, self.num_heads, q_len, self.head_dim)", [(18, "SC102")]),
+        ("reshape(bsz, q_len, self.num_heads, self.head_dim).transpose(1, 2)", []),
+    ],
+)
+def test_tokens_with_their_heads_read_heads_first_are_a_split(
+    split: str, found: list[tuple[int, str]]
+) -> None:
+    """Chameleon and Janus norm each head of every token (``[B*L, H, D]``), then reshape to
+    heads first without the swap: more axes after than before, a head split (SC102's), though
+    the axis the view moves is the heads."""
+    source = f"""\
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class Attention(nn.Module):
+            def __init__(self, hidden_size, num_heads):
+                super().__init__()
+                assert hidden_size % num_heads == 0
+                self.num_heads = num_heads
+                self.head_dim = hidden_size // num_heads
+                self.q_proj = nn.Linear(hidden_size, hidden_size)
+                self.q_norm = nn.LayerNorm(self.head_dim)
+
+            def forward(self, hidden_states):
+                bsz, q_len, _ = hidden_states.shape
+                q = self.q_proj(hidden_states).reshape(-1, self.num_heads, self.head_dim)
+                q = self.q_norm(q)
+                q = q.{split}
+                return F.scaled_dot_product_attention(q, q, q)
+        """
+    assert findings(source) == found
