@@ -120,14 +120,7 @@ def _view_like(call: OpCall, sizes: list[Dim | None] | None, *, copies: bool) ->
         return unknown_shape(call)
     shape = _target_shape(receiver, sizes)
     old = receiver.shape
-    # the sizes of the last two axes exchanged without moving any data
-    exchanged = (
-        old is not None
-        and len(old) == len(shape) >= 2
-        and old[-1] != old[-2]
-        and shape[:-2] == old[:-2]
-        and (shape[-2], shape[-1]) == (old[-1], old[-2])
-    )
+    exchanged = old is not None and _exchanges_last_two(old, shape)
     layout = _view_layout(call, shape, copies=copies)
     if layout is _FAILED_VIEW:
         layout = Layout.contiguous(len(shape))  # go on as if the author had fixed it
@@ -135,11 +128,13 @@ def _view_like(call: OpCall, sizes: list[Dim | None] | None, *, copies: bool) ->
         counted = _counted(receiver.shape, shape)
         moved = reinterpreted_axis(counted, shape)
         # Transformer-XL's relative shift exchanges the last two sizes of its scores on
-        # purpose: on the way back, sizes a view of values of unknown shape chose; on the way
-        # there, lengths read off the scores, named by no code. No axis there is known to
-        # hold what its size names.
+        # purpose: on the way back, sizes a view of values of unknown shape chose; either
+        # way, lengths read off the scores, named by no code (counted: a padded length the
+        # view's count gives back). No axis there is known to hold what its size names.
         guessed = moved is not None and moved.guess is not None
-        shift = exchanged and (receiver.resized is not None or guessed)
+        shift = (exchanged and receiver.resized is not None) or (
+            guessed and _exchanges_last_two(counted, shape)
+        )
         if moved is not None and not shift:
             call.context.observe(_reinterpreting(call, counted, shape, moved))
         channels = moved_channels(receiver.shape, shape)
@@ -170,6 +165,16 @@ def _view_like(call: OpCall, sizes: list[Dim | None] | None, *, copies: bool) ->
         heads=_split_heads(call, old, shape),
         channels=_kept_channels(receiver, shape),
         resized=call.node if old is None else receiver.resized,
+    )
+
+
+def _exchanges_last_two(old: tuple[Dim, ...], new: tuple[Dim, ...]) -> bool:
+    """The sizes of the last two axes exchanged without moving any data."""
+    return (
+        len(old) == len(new) >= 2
+        and old[-1] != old[-2]
+        and new[:-2] == old[:-2]
+        and (new[-2], new[-1]) == (old[-1], old[-2])
     )
 
 
