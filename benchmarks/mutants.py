@@ -343,10 +343,20 @@ def split_heads_without_transpose(source: Source) -> Iterator[Edit]:
     Only in attention code (``_attention_code``), and not where the view writes a head count
     second (``view(B, H, L, D).transpose(1, 2)``): there the heads already stand before the
     positions (a batch ``B*H`` unfolded) and the swap moves them behind, on the way to a
-    merge; without it the merge is wrong, a head merge's bug, not a split's.
+    merge; without it the merge is wrong, a head merge's bug, not a split's. Not where the
+    heads or positions are one (a literal 1, or an attribute its class sets to 1 only:
+    VisualBERT's region-to-phrase attention has ``self.num_attention_heads = 1``): the swap
+    moves a size-1 axis and changes nothing. Not in a private
+    helper its file never calls (``_uncalled_helper``: IDEFICS' and PP-OCRv5's ``_shape``,
+    left over from an older attention): the rewrite there changes nothing that runs.
     """
     enclosing = _enclosing_functions(source.module)
-    attention = {function: _attention_code(function) for function in set(enclosing.values())}
+    called = _called_names(source.module)
+    ones = _attributes_one(source.module)
+    attention = {
+        function: _attention_code(function) and not _uncalled_helper(function, called)
+        for function in set(enclosing.values())
+    }
     for node in ast.walk(source.module):
         if node not in enclosing or not attention[enclosing[node]]:
             continue
@@ -363,6 +373,8 @@ def split_heads_without_transpose(source: Source) -> Iterator[Edit]:
             continue
         if any(_is_one(argument) for argument in view.args[1:3]):
             continue  # a size-1 axis sits anywhere in memory: the swap changes nothing
+        if any(source.code(argument) in ones.get(node, ()) for argument in view.args[1:3]):
+            continue  # one head (``self.num_attention_heads = 1``): the same
         if _counts_heads(view.args[1]):
             continue  # the heads stand before the positions already: the swap is a merge's
         b, length, heads, depth = (source.code(argument) for argument in view.args)
@@ -467,6 +479,47 @@ def _attention_code(function: ast.AST) -> bool:
             if name == "softmax" or _ATTENTION_CALLS.search(name):
                 return True
     return False
+
+
+def _attributes_one(module: ast.Module) -> dict[ast.AST, set[str]]:
+    """Each node inside a class, with the attributes (``self.num_attention_heads``) that its
+    class sets to 1 and to nothing else."""
+    found: dict[ast.AST, set[str]] = {}
+    for cls in ast.walk(module):
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        values: dict[str, list[ast.expr]] = {}
+        for node in ast.walk(cls):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if isinstance(target, ast.Attribute) and _is_self(target):
+                        values.setdefault(f"self.{target.attr}", []).append(node.value)
+        ones = {name for name, assigned in values.items() if all(map(_is_one, assigned))}
+        for node in ast.walk(cls):
+            found[node] = ones
+    return found
+
+
+def _is_self(target: ast.Attribute) -> bool:
+    return isinstance(target.value, ast.Name) and target.value.id == "self"
+
+
+def _called_names(module: ast.Module) -> set[str]:
+    """The names the module calls or reads as attributes (``self._shape(...)``, ``f = g``)."""
+    names: set[str] = set()
+    for node in ast.walk(module):
+        if isinstance(node, ast.Attribute):
+            names.add(node.attr)
+        elif isinstance(node, ast.Name):
+            names.add(node.id)
+    return names
+
+
+def _uncalled_helper(function: ast.AST, called: set[str]) -> bool:
+    """A private helper (``_shape``, not ``__init__``) no code of its file names: dead code,
+    unless another module reaches into it (none of the corpora's does)."""
+    name = getattr(function, "name", "")
+    return name.startswith("_") and not name.startswith("__") and name not in called
 
 
 def _one_query(function: ast.AST) -> bool:

@@ -68,7 +68,7 @@ class HeadSplitWithoutTranspose(Rule):
         keys = _keys_viewed_as_transposed(analysis)
         images = {seen.call for seen in analysis.observations(ChannelsMovingView)}
         for view in analysis.observations(ReinterpretingView):
-            if not view.moved.moves_forward or view.call in keys or view.call in images:
+            if not view.splits or view.call in keys or view.call in images:
                 continue  # a merge (SC103), keys SC201 reports, or an image's channels (SC104)
             moved = view.moved
             yield Violation(

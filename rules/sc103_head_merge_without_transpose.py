@@ -62,7 +62,7 @@ class HeadMergeWithoutTranspose(Rule):
     def check(self, analysis: ModuleAnalysis) -> Iterator[Violation]:
         images = {seen.call for seen in analysis.observations(ChannelsMovingView)}
         for view in analysis.observations(ReinterpretingView):
-            if view.moved.moves_forward or view.call in images:
+            if view.splits or view.call in images:
                 continue  # a split (SC102), or an image's channels (SC104)
             yield Violation(
                 view.anchor,

@@ -1360,3 +1360,273 @@ def test_a_size_callers_disagree_on_is_what_the_view_leaves(
                 return q, k
         """
     assert findings(source) == found
+
+
+_WINDOWS = """\
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+
+    def window_partition(x, window_size: int):
+        B, H, W, C = x.shape
+        x = x.view(B, H // window_size, window_size, W // window_size, window_size, C)
+        return x.permute(0, 1, 3, 2, 4, 5).reshape(-1, window_size * window_size, C)
+
+
+    class WindowAttention(nn.Module):
+        def __init__(self, dim, num_heads):
+            super().__init__()
+            self.num_heads = num_heads
+            self.qkv = nn.Linear(dim, 3 * dim)
+
+        def forward(self, x):
+            B_, N, C = x.shape
+            qkv = self.qkv(x).reshape(B_, N, 3, self.num_heads, C // self.num_heads)
+            q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+            out = F.scaled_dot_product_attention(q, k, v)
+            return out.{merge}
+
+
+    class Block(nn.Module):
+        def __init__(self, dim, num_heads, window_size):
+            super().__init__()
+            self.window_size = window_size
+            self.attn = WindowAttention(dim, num_heads)
+
+        def forward(self, x):
+            return self.attn(window_partition(x, self.window_size))
+    """
+
+
+@pytest.mark.parametrize(
+    ("merge", "found"),
+    [
+        ("reshape(B_, N, C)", [(22, "SC103")]),
+        ("transpose(1, 2).reshape(B_, N, C)", []),
+    ],
+)
+def test_a_merge_moves_positions_the_code_does_not_name(
+    merge: str, found: list[tuple[int, str]]
+) -> None:
+    """DaViT's windows: the caller hands ``N`` as a size it does not name (``x.shape[1]``).
+    Merged before the heads, the positions are read across the heads all the same; the
+    finding says it takes ``N`` for more than 1 (along one position nothing moves)."""
+    rules = [rule() for rule in all_rules()]
+    source = textwrap.dedent(_WINDOWS.format(merge=merge)).encode()
+    diagnostics = lint_source(source, "snippet.py", rules).diagnostics
+    assert [(d.line, d.code) for d in diagnostics] == found
+    assert all(d.message.endswith("(assuming `x.shape[1]` is more than 1)") for d in diagnostics)
+
+
+@pytest.mark.parametrize(
+    ("merge", "found"),
+    [
+        ("reshape(B, -1, self.num_heads * self.head_dim)", [(16, "SC103")]),
+        ("transpose(1, 2).reshape(B, -1, self.num_heads * self.head_dim)", []),
+    ],
+)
+def test_a_merge_moves_positions_of_unknown_number(
+    merge: str, found: list[tuple[int, str]]
+) -> None:
+    """LeViT's ``(attn @ v).reshape(B, -1, dh)``: the positions are a ``-1`` of a tensor of
+    unknown rank, one size on both sides of the merge all the same."""
+    source = f"""\
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class Attention(nn.Module):
+            def __init__(self, dim, num_heads):
+                super().__init__()
+                self.num_heads = num_heads
+                self.head_dim = dim // num_heads
+                self.q = nn.Linear(dim, dim)
+
+            def forward(self, x):
+                B = x.shape[0]
+                q = self.q(x).view(B, -1, self.num_heads, self.head_dim).transpose(1, 2)
+                out = F.scaled_dot_product_attention(q, q, q)
+                out = out.{merge}
+                return out
+        """
+    assert findings(source) == found
+
+
+def test_a_relative_shift_of_lengths_nobody_names_is_no_head_split() -> None:
+    """Transformer-XL's relative shift, as FastSpeech2-Conformer writes it: scores
+    ``[b, h, q, p]`` padded, viewed as ``[b, h, p + 1, q]``, a row dropped, viewed back. The
+    lengths are read off the scores, named by no code, and exchanging the last two is the
+    point: neither view is a head split or merge."""
+    source = """\
+        import torch
+        import torch.nn as nn
+
+
+        class RelPositionAttention(nn.Module):
+            def __init__(self, hidden_size, num_heads):
+                super().__init__()
+                assert hidden_size % num_heads == 0
+                self.num_heads = num_heads
+                self.head_dim = hidden_size // num_heads
+                self.linear_q = nn.Linear(hidden_size, hidden_size)
+                self.linear_pos = nn.Linear(hidden_size, hidden_size, bias=False)
+
+            def shift(self, pos_tensor):
+                zero_pad = torch.zeros((*pos_tensor.size()[:3], 1), dtype=pos_tensor.dtype)
+                padded = torch.cat([zero_pad, pos_tensor], dim=-1)
+                padded = padded.view(
+                    *pos_tensor.size()[:2], pos_tensor.size(3) + 1, pos_tensor.size(2)
+                )
+                return padded[:, :, 1:].view_as(pos_tensor)[:, :, :, : pos_tensor.size(-1) // 2 + 1]
+
+            def forward(self, hidden_states, pos_emb):
+                bsz, q_len, _ = hidden_states.size()
+                query = self.linear_q(hidden_states).view(bsz, -1, self.num_heads, self.head_dim)
+                bsz_pos = pos_emb.size(0)
+                pos = self.linear_pos(pos_emb).view(bsz_pos, -1, self.num_heads, self.head_dim)
+                matrix_bd = torch.matmul(query.transpose(1, 2), pos.permute(0, 2, 3, 1))
+                return torch.softmax(self.shift(matrix_bd) / self.head_dim**0.5, dim=-1)
+        """
+    assert findings(source) == []
+
+
+@pytest.mark.parametrize(
+    ("split", "found"),
+    [
+        ("view(bsz, self.num_heads, -1, self.head_dim)", [(18, "SC102")]),
+        ("view(bsz * self.num_heads, -1, self.head_dim)", [(18, "SC102")]),
+        ("view(bsz, -1, self.num_heads, self.head_dim).transpose(1, 2)", []),
+    ],
+)
+def test_a_head_split_of_values_of_unknown_rank(split: str, found: list[tuple[int, str]]) -> None:
+    """Cross-attention's keys and values come from ``key_value_states`` (rank unknown) or the
+    hidden states: the linear layer's width says the last axis, and a view reads the axes
+    before it in order whatever their number, so ``(B, H, -1, D)`` still puts positions where
+    the second head's features lie."""
+    source = f"""\
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class CrossAttention(nn.Module):
+            def __init__(self, embed_dim, num_heads):
+                super().__init__()
+                assert embed_dim % num_heads == 0
+                self.num_heads = num_heads
+                self.head_dim = embed_dim // num_heads
+                self.k_proj = nn.Linear(embed_dim, embed_dim)
+
+            def forward(self, hidden_states, key_value_states=None):
+                bsz = hidden_states.shape[0]
+                current = hidden_states if key_value_states is None else key_value_states
+                k = self.k_proj(current).view(bsz, -1, self.num_heads, self.head_dim)
+                k = k.transpose(1, 2)
+                v = self.k_proj(current).{split}
+                return F.scaled_dot_product_attention(k, k, v)
+        """
+    rules = [rule() for rule in all_rules()]
+    diagnostics = lint_source(textwrap.dedent(source).encode(), "snippet.py", rules).diagnostics
+    assert [(d.line, d.code) for d in diagnostics] == found
+    assert all(
+        d.message.endswith("(assuming the moved axis has more than one entry)") for d in diagnostics
+    )
+
+
+def test_a_split_into_one_entry_between_the_heads_and_their_size_moves_nothing() -> None:
+    """Inkling's short convolution views its kernels ``[..., H*K]`` as ``(B, L, H, 1, K)``:
+    the axis of one entry between the heads and their size holds no data of its own."""
+    source = """\
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class ShortConv(nn.Module):
+            def __init__(self, hidden_size, num_heads):
+                super().__init__()
+                assert hidden_size % num_heads == 0
+                self.num_heads = num_heads
+                self.head_size = hidden_size // num_heads
+                self.proj = nn.Linear(hidden_size, hidden_size)
+
+            def forward(self, hidden_states, dynamic_input):
+                batch_size, seq_len, _ = hidden_states.shape
+                kernel = self.proj(dynamic_input)
+                kernel = kernel.view(batch_size, seq_len, self.num_heads, 1, self.head_size)
+                return F.softmax(kernel, dim=-1)
+        """
+    assert findings(source) == []
+
+
+@pytest.mark.parametrize(
+    ("split", "found"),
+    [
+        ("reshape(B, self.num_heads, -1, self.head_dim)", [(19, "SC102")]),
+        ("reshape(B, -1, self.num_heads, self.head_dim).transpose(1, 2)", []),
+    ],
+)
+def test_heads_counted_from_the_width_split_values_of_unknown_rank(
+    split: str, found: list[tuple[int, str]]
+) -> None:
+    """Next-ViT counts its heads from the width (``num_heads = dim // head_dim``) and pools
+    the keys' tokens first (rank unknown after the pooling): the width over the head size is
+    the heads all the same."""
+    source = f"""\
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class Attention(nn.Module):
+            def __init__(self, dim, head_dim=32):
+                super().__init__()
+                assert dim % head_dim == 0
+                self.num_heads = dim // head_dim
+                self.head_dim = head_dim
+                self.q = nn.Linear(dim, dim)
+                self.v = nn.Linear(dim, dim)
+                self.sr = nn.AvgPool1d(kernel_size=4, stride=4)
+
+            def forward(self, x):
+                B, N, C = x.shape
+                q = self.q(x).reshape(B, N, self.num_heads, self.head_dim).transpose(1, 2)
+                x = self.sr(x.transpose(1, 2)).transpose(1, 2)
+                v = self.v(x).{split}
+                return F.scaled_dot_product_attention(q, v, v)
+        """
+    assert findings(source) == found
+
+
+@pytest.mark.parametrize(
+    ("split", "found"),
+    [
+        ("reshape(bsz, self.num_heads, q_len, self.head_dim)", [(18, "SC102")]),
+        ("reshape(bsz, q_len, self.num_heads, self.head_dim).transpose(1, 2)", []),
+    ],
+)
+def test_tokens_with_their_heads_read_heads_first_are_a_split(
+    split: str, found: list[tuple[int, str]]
+) -> None:
+    """Chameleon and Janus norm each head of every token (``[B*L, H, D]``), then reshape to
+    heads first without the swap: more axes after than before, a head split (SC102's), though
+    the axis the view moves is the heads."""
+    source = f"""\
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class Attention(nn.Module):
+            def __init__(self, hidden_size, num_heads):
+                super().__init__()
+                assert hidden_size % num_heads == 0
+                self.num_heads = num_heads
+                self.head_dim = hidden_size // num_heads
+                self.q_proj = nn.Linear(hidden_size, hidden_size)
+                self.q_norm = nn.LayerNorm(self.head_dim)
+
+            def forward(self, hidden_states):
+                bsz, q_len, _ = hidden_states.shape
+                q = self.q_proj(hidden_states).reshape(-1, self.num_heads, self.head_dim)
+                q = self.q_norm(q)
+                q = q.{split}
+                return F.scaled_dot_product_attention(q, q, q)
+        """
+    assert findings(source) == found

@@ -294,21 +294,33 @@ class Reinterpretation:
         """Sizes moved in front of ``dim`` (heads put before positions)."""
         return _strictly_more(self.new_before, self.old_before)
 
+    @property
+    def guess(self) -> str | None:
+        """What the move rests on where the code does not name ``dim``: along an axis of one
+        entry nothing moves, and an unnamed or unknown size may be 1 (a named size is taken
+        to be more, as everywhere here)."""
+        if self.dim.is_named:
+            return None
+        if self.dim.has_unknown:
+            return "the moved axis has more than one entry"
+        return f"`{self.dim}` is more than 1"
+
 
 def reinterpreted_axis(old: tuple[Dim, ...], new: tuple[Dim, ...]) -> Reinterpretation | None:
-    """The first named axis that ``view(old -> new)`` moves to other data, if provably so.
+    """The first axis that ``view(old -> new)`` moves to other data, if provably so.
 
-    Only named sizes that occur once on each side of their group are followed, and only when
-    one side's leading sizes are the other's times more named sizes (``L`` after ``H`` vs
-    ``L`` first): literals and unknowns prove nothing, and neither do unnamed sizes, which
-    may equal the sizes they cross (``[n, x.shape[3]]`` read as ``[x.shape[3], n]`` moves
-    nothing where they are equal).
+    Only sizes that occur once on each side of their group are followed, and only when one
+    side's leading sizes are the other's times more named sizes (``L`` after ``H`` vs ``L``
+    first): what it crosses must be named, since an unnamed or unknown size may be 1 or
+    equal the size crossed. The size followed may be unnamed or unknown (``x.shape[1]``, a
+    ``?`` both sides share: one size either way); literals prove nothing. A size followed
+    that the code does not name rests on a guess (``Reinterpretation.guess``).
     """
     for group in _group(old, new):
         old_dims = [old[axis] for axis in group.old]
         new_dims = [new[axis] for axis in group.new]
         for index, dim in enumerate(old_dims):
-            if not dim.is_named or old_dims.count(dim) != 1 or new_dims.count(dim) != 1:
+            if not dim.factors or old_dims.count(dim) != 1 or new_dims.count(dim) != 1:
                 continue
             position = new_dims.index(dim)
             old_before, new_before = product(old_dims[:index]), product(new_dims[:position])
@@ -317,6 +329,28 @@ def reinterpreted_axis(old: tuple[Dim, ...], new: tuple[Dim, ...]) -> Reinterpre
                     dim, group.old[index], group.new[position], old_before, new_before
                 )
     return None
+
+
+def heads_split_apart(width: Dim, new: tuple[Dim, ...]) -> Reinterpretation | None:
+    """The axis that viewing ``[..., width]`` (leading axes of unknown number) as ``new``
+    moves onto the features, where ``new`` splits the width into heads and a head size but
+    writes the heads before another axis: ``[..., H*D]`` viewed as ``(B, H, L, D)`` or
+    ``(B*H, L, D)``. A view reads the leading axes in order whatever their number, so the
+    axis in between (``L``) steps from head to head inside one position's features; only
+    along an axis of one entry does nothing move (a guess where that size is not named).
+    The heads are a named size the code writes, and the axis in between is not them.
+    """
+    if len(new) < 3 or not new[-2].factors:
+        return None  # a literal in between proves nothing (along 1, nothing moves)
+    depth, between = new[-1], new[-2]
+    heads = width.floordiv(depth)
+    if heads * depth != width or not heads.is_named or between == heads:
+        return None
+    leading = product(new[:-2])
+    rest = leading.floordiv(heads)
+    if rest.quotients or rest * heads != leading:
+        return None  # the heads are not written before the axis in between
+    return Reinterpretation(between, 0, len(new) - 2, rest, leading)
 
 
 @dataclass(frozen=True)

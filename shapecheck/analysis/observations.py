@@ -41,7 +41,17 @@ class ReinterpretingView:
     new_shape: tuple[Dim, ...]
     moved: Reinterpretation
     guess: str | None = None
-    """What the old shape rests on, if a guess."""
+    """What the finding rests on, if a guess: the old shape, or that the moved axis, of a
+    size the code does not name, is longer than 1 (``Reinterpretation.guess``)."""
+
+    @property
+    def splits(self) -> bool:
+        """A split into heads-first axes (SC102's), not a merge of heads (SC103's): more axes
+        after the view than before (``[B*L, H, D]`` read as ``[B, H, L, D]``), or as many with
+        sizes moved in front of the moved axis."""
+        if len(self.new_shape) != len(self.old_shape):
+            return len(self.new_shape) > len(self.old_shape)
+        return self.moved.moves_forward
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,14 @@ from shapecheck.analysis.facts import (
 )
 from shapecheck.analysis.imports import dotted_name
 from shapecheck.analysis.lattice import Family, flow
-from shapecheck.analysis.layout import Layout, moved_channels, plan_view, reinterpreted_axis
+from shapecheck.analysis.layout import (
+    Layout,
+    Reinterpretation,
+    heads_split_apart,
+    moved_channels,
+    plan_view,
+    reinterpreted_axis,
+)
 from shapecheck.analysis.observations import (
     ChannelsMovingView,
     ExactDivisionAssumed,
@@ -113,26 +120,23 @@ def _view_like(call: OpCall, sizes: list[Dim | None] | None, *, copies: bool) ->
         return unknown_shape(call)
     shape = _target_shape(receiver, sizes)
     old = receiver.shape
-    # the sizes of the last two axes exchanged without moving any data
-    exchanged = (
-        old is not None
-        and len(old) == len(shape) >= 2
-        and old[-1] != old[-2]
-        and shape[:-2] == old[:-2]
-        and (shape[-2], shape[-1]) == (old[-1], old[-2])
-    )
+    exchanged = old is not None and _exchanges_last_two(old, shape)
     layout = _view_layout(call, shape, copies=copies)
     if layout is _FAILED_VIEW:
         layout = Layout.contiguous(len(shape))  # go on as if the author had fixed it
     elif receiver.shape is not None and isinstance(call.node, ast.Call):
         counted = _counted(receiver.shape, shape)
         moved = reinterpreted_axis(counted, shape)
-        # the way back of Transformer-XL's relative shift: sizes a view of values of unknown
-        # shape chose, exchanged again; no axis there is known to hold what its size names
-        if moved is not None and not (exchanged and receiver.resized is not None):
-            call.context.observe(
-                ReinterpretingView(call.node, call.anchor, counted, shape, moved, receiver.guess)
-            )
+        # Transformer-XL's relative shift exchanges the last two sizes of its scores on
+        # purpose: on the way back, sizes a view of values of unknown shape chose; either
+        # way, lengths read off the scores, named by no code (counted: a padded length the
+        # view's count gives back). No axis there is known to hold what its size names.
+        guessed = moved is not None and moved.guess is not None
+        shift = (exchanged and receiver.resized is not None) or (
+            guessed and _exchanges_last_two(counted, shape)
+        )
+        if moved is not None and not shift:
+            call.context.observe(_reinterpreting(call, counted, shape, moved))
         channels = moved_channels(receiver.shape, shape)
         if channels is not None:
             call.context.observe(
@@ -141,6 +145,12 @@ def _view_like(call: OpCall, sizes: list[Dim | None] | None, *, copies: bool) ->
                 )
             )
         rely_on_divisions(call.context, call.node, product(receiver.shape), product(shape))
+    elif receiver.known_last is not None and isinstance(call.node, ast.Call):
+        moved = heads_split_apart(receiver.known_last, shape)
+        if moved is not None:
+            # the leading axes, of unknown number, shown as one: the view reads them in order
+            leading = (Dim.symbol("..."), receiver.known_last)
+            call.context.observe(_reinterpreting(call, leading, shape, moved))
     axis_op = None
     if exchanged:
         rank = len(shape)
@@ -156,6 +166,27 @@ def _view_like(call: OpCall, sizes: list[Dim | None] | None, *, copies: bool) ->
         channels=_kept_channels(receiver, shape),
         resized=call.node if old is None else receiver.resized,
     )
+
+
+def _exchanges_last_two(old: tuple[Dim, ...], new: tuple[Dim, ...]) -> bool:
+    """The sizes of the last two axes exchanged without moving any data."""
+    return (
+        len(old) == len(new) >= 2
+        and old[-1] != old[-2]
+        and new[:-2] == old[:-2]
+        and (new[-2], new[-1]) == (old[-1], old[-2])
+    )
+
+
+def _reinterpreting(
+    call: OpCall, old: tuple[Dim, ...], new: tuple[Dim, ...], moved: Reinterpretation
+) -> ReinterpretingView:
+    """The view ``call`` of ``old`` as ``new``, which moves ``moved``, with the guesses it rests
+    on: the receiver's shape, and that the moved axis is longer than 1."""
+    guesses = [guess for guess in (call.receiver.guess, moved.guess) if guess]
+    node = call.node
+    assert isinstance(node, ast.Call)
+    return ReinterpretingView(node, call.anchor, old, new, moved, " and ".join(guesses) or None)
 
 
 def _counted(old: tuple[Dim, ...], new: tuple[Dim, ...]) -> tuple[Dim, ...]:
