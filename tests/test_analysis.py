@@ -1178,3 +1178,157 @@ def test_a_size_callers_disagree_on_is_what_the_view_leaves(
                 return q, k
         """
     assert findings(source) == found
+
+
+# --- QK-norm and the layers before the scores (SC301) --------------------------------------
+
+_LATE_NORM = """\
+import torch
+import torch.nn as nn
+
+class Attention(nn.Module):
+    def __init__(self, dim, num_heads):
+        super().__init__()
+        self.num_heads, self.head_dim = num_heads, dim // num_heads
+        self.qkv = nn.Linear(dim, dim * 3)
+        self.q_norm = Norm(self.head_dim)
+        self.k_norm = Norm(self.head_dim)
+
+    def forward(self, x):
+        B, N, C = x.shape
+        qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0)
+        q, k = self.q_norm(q), self.k_norm(k)
+        attn = (q @ k.transpose(-2, -1)).softmax(dim=-1)
+        return (attn @ v).transpose(1, 2).reshape(B, N, C)
+
+class Norm(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+"""
+
+
+def test_a_layer_of_a_class_defined_further_down_is_followed() -> None:
+    # __init__ runs after the whole module is defined: Norm exists then
+    assert (17, "SC301") in findings(_LATE_NORM)
+
+
+def test_a_norm_keeps_the_scale_of_what_it_normalises() -> None:
+    source = _LATE_NORM.replace("Norm(self.head_dim)", "nn.LayerNorm(self.head_dim)")
+    assert (17, "SC301") in findings(source)
+    scaled = source.replace(
+        "(q @ k.transpose(-2, -1))", "(q @ k.transpose(-2, -1) * self.head_dim ** -0.5)"
+    )
+    assert (17, "SC301") not in findings(scaled)
+
+
+def test_a_norm_class_of_the_module_keeps_the_scale_where_ranks_are_unknown() -> None:
+    # Hugging Face's layout: heads split by (*hidden_states.shape[:-1], -1, d), the norm between
+    # the view and the transpose; inside the norm x's rank is unknown, so its rsqrt and gain
+    # could be scales but for the name of the class
+    source = """\
+    import torch
+    import torch.nn as nn
+
+    class QKNormAttention(nn.Module):
+        def __init__(self, hidden_size, num_heads):
+            super().__init__()
+            self.head_dim = hidden_size // num_heads
+            self.q_proj = nn.Linear(hidden_size, hidden_size)
+            self.k_proj = nn.Linear(hidden_size, hidden_size)
+            self.q_norm = ModelRMSNorm(self.head_dim)
+            self.k_norm = ModelRMSNorm(self.head_dim)
+
+        def forward(self, hidden_states):
+            hidden_shape = (*hidden_states.shape[:-1], -1, self.head_dim)
+            q = self.q_norm(self.q_proj(hidden_states).view(hidden_shape)).transpose(1, 2)
+            k = self.k_norm(self.k_proj(hidden_states).view(hidden_shape)).transpose(1, 2)
+            return torch.matmul(q, k.transpose(2, 3)).softmax(dim=-1)
+
+    class ModelRMSNorm(nn.Module):
+        def __init__(self, hidden_size, eps=1e-6):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(hidden_size))
+            self.variance_epsilon = eps
+
+        def forward(self, hidden_states):
+            variance = hidden_states.pow(2).mean(-1, keepdim=True)
+            hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+            return self.weight * hidden_states
+    """
+    assert findings(source) == [(17, "SC301")]
+    # the same class under another name: what it multiplies by may be a scale
+    assert findings(source.replace("ModelRMSNorm", "ModelGain")) == []
+
+
+_LINEAR_NORM = """\
+import torch
+import torch.nn as nn
+
+class LinearNorm(nn.Module):
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features, bias=False)
+        self.bn = nn.BatchNorm1d(out_features)
+
+    def forward(self, x):
+        x = self.linear(x)
+        return self.bn(x.flatten(0, 1)).reshape_as(x)
+
+class ConvNorm(nn.Module):
+    def __init__(self, in_chs, out_chs):
+        super().__init__()
+        self.linear = nn.Conv2d(in_chs, out_chs, 1, bias=False)
+        self.bn = nn.BatchNorm2d(out_chs)
+
+    def forward(self, x):
+        return self.bn(self.linear(x))
+
+class Attention(nn.Module):
+    def __init__(self, dim, key_dim, num_heads, use_conv=False):
+        super().__init__()
+        ln_layer = ConvNorm if use_conv else LinearNorm
+        self.num_heads, self.key_dim = num_heads, key_dim
+        self.qkv = ln_layer(dim, key_dim * num_heads * 3)
+
+    def forward(self, x):
+        B, N, C = x.shape
+        q, k, v = self.qkv(x).view(B, N, self.num_heads, -1).split([self.key_dim] * 3, dim=3)
+        q, k, v = q.permute(0, 2, 1, 3), k.permute(0, 2, 3, 1), v.permute(0, 2, 1, 3)
+        attn = (q @ k).softmax(dim=-1)
+        return (attn @ v).transpose(1, 2).reshape(B, N, -1)
+"""
+
+
+def test_batch_norms_keep_the_shape_and_the_scale() -> None:
+    source = _LINEAR_NORM.replace("ConvNorm if use_conv else LinearNorm", "LinearNorm")
+    assert (34, "SC301") in findings(source)
+
+
+def test_a_layer_of_a_class_chosen_among_several_runs_each() -> None:
+    # LeViT: ``ln_layer = ConvNorm if use_conv else LinearNorm``, then ``ln_layer(...)``
+    assert (34, "SC301") in findings(_LINEAR_NORM)
+
+
+def test_queries_of_one_number_per_position_need_no_scale() -> None:
+    # timm's CSATv2: nn.Linear(1, 3) unbound on its last axis gives each position one number
+    # of q, k and v: d_k is 1 (the product contracting positions is a bug of another kind)
+    source = """\
+    import torch.nn as nn
+
+    class ScalarAttention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv = nn.Linear(1, 3, bias=False)
+
+        def forward(self, x):
+            B, C, H, W = x.shape
+            q, k, v = self.qkv(x.flatten(2).transpose(1, 2)).unbind(-1)
+            attn = (q @ k.transpose(-1, -2)).softmax(dim=-1)
+            return (attn @ v).unsqueeze(-1)
+    """
+    assert findings(source) == []

@@ -167,13 +167,14 @@ def activation_module(call: OpCall) -> Fact:
 @module_op(SAME_SHAPE)
 def same_shape_module(call: OpCall) -> Fact:
     """One of several layers that keep the shape (a norm or ``nn.Identity``): the values
-    change in a way the analysis cannot tell, their scale included."""
+    change in a way the analysis cannot tell, but not their scale (a norm's gain is no
+    temperature; see ``normalised``)."""
     guess = call.module.guess if call.module is not None else None
     return flow(
         call.receiver,
         Family.ELEMENTWISE,
         origin=call.node,
-        scaling=None,
+        scaling=call.receiver.scaling,
         guess=guess or call.receiver.guess,
     )
 
@@ -187,8 +188,9 @@ def same_shape_module(call: OpCall) -> Fact:
     "abs",
     "sqrt",
     "rsqrt",
+    "pow",
     functions=[
-        *torch_names("relu", "sigmoid", "tanh", "exp", "neg", "abs", "sqrt", "rsqrt"),
+        *torch_names("relu", "sigmoid", "tanh", "exp", "neg", "abs", "sqrt", "rsqrt", "pow"),
         *functional_names("relu", "gelu", "silu", "sigmoid", "tanh", "elu", "leaky_relu", "mish"),
     ],
 )

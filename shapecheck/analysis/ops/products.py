@@ -321,9 +321,14 @@ def _projected(call: OpCall, out: Dim | None) -> TensorFact:
 @module_op(*NORMS)
 @tensor_op(functions=functional_names("layer_norm", "rms_norm"))
 def normalised(call: OpCall) -> Fact:
-    # a norm's learned gain acts as a temperature on q and k (QK-norm): scaling unknown
+    """A norm keeps the shape and the scaling: its output has unit variance per element, and
+    its elementwise gain starts at 1, so q·kᵀ of QK-norm'd vectors still grows with d_k and
+    needs 1/sqrt(d_k) (Qwen3, OLMo2, ViT-22B scale after it); only unit vectors
+    (``F.normalize``) or a temperature on the scores scale them."""
     receiver = call.receiver
-    return new_tensor(receiver.shape, call.node, receiver, scaling=None, rank_of=receiver.rank_of)
+    return new_tensor(
+        receiver.shape, call.node, receiver, scaling=receiver.scaling, rank_of=receiver.rank_of
+    )
 
 
 @module_op("torch.nn.Embedding")
