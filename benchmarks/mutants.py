@@ -317,10 +317,19 @@ _INFINITE_FILLS = re.compile(
 
 def fill_overflow(source: Source) -> Iterator[Edit]:
     """``masked_fill(mask, torch.finfo(x.dtype).min)`` (or ``-inf``) -> ``-1e9``: float16
-    cannot hold it (masked_fill raises; arithmetic gives -inf)."""
+    cannot hold it (masked_fill raises; arithmetic gives -inf). Left out: a fill of a tensor
+    the function made float32 first (``x = x.float()``), which holds -1e9 whatever the input's
+    dtype: timm's ZLPR loss then computes the same losses, bit for bit, from float16, bfloat16,
+    float32 and float64 logits (its log-sum-exp adds a zero logit, so -1e9 and -inf both give
+    exp() = 0)."""
+    enclosing = _enclosing_functions(source.module)
     for node in ast.walk(source.module):
         call = _method(node, "masked_fill", "masked_fill_")
         if call is None or len(call.args) != 2:
+            continue
+        function = enclosing.get(call)
+        assert isinstance(call.func, ast.Attribute)
+        if function is not None and _made_float32(call.func.value, function):
             continue
         value = call.args[1]
         written = source.code(value).replace(" ", "")
@@ -332,6 +341,21 @@ def fill_overflow(source: Source) -> Iterator[Edit]:
         )
         if finfo_min or _INFINITE_FILLS.match(written):
             yield Edit(source.start(value), source.end(value), "-1e9")
+
+
+def _made_float32(tensor: ast.expr, function: ast.AST) -> bool:
+    """``tensor`` reads only names ``function`` assigns from ``.float()`` or ``.double()``."""
+    cast = {
+        target.id
+        for node in ast.walk(function)
+        if isinstance(node, ast.Assign)
+        and (value := _method(node.value, "float", "double")) is not None
+        and not value.args
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+    names = [node.id for node in ast.walk(tensor) if isinstance(node, ast.Name)]
+    return bool(names) and all(name in cast for name in names)
 
 
 def split_heads_without_transpose(source: Source) -> Iterator[Edit]:
