@@ -1265,6 +1265,43 @@ def test_a_norm_class_of_the_module_keeps_the_scale_where_ranks_are_unknown() ->
     assert findings(source.replace("ModelRMSNorm", "ModelGain")) == []
 
 
+def test_a_norm_class_built_in_sizes_of_its_own_keeps_the_scale() -> None:
+    # OLMo: one norm over all heads, whose model is then named by its sizes
+    # (``ModelRMSNorm(hidden_size=...)``), before the heads are split
+    source = """\
+    import torch
+    import torch.nn as nn
+
+    class ModelRMSNorm(nn.Module):
+        def __init__(self, hidden_size, eps=1e-6):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(hidden_size))
+            self.variance_epsilon = eps
+
+        def forward(self, hidden_states):
+            variance = hidden_states.pow(2).mean(-1, keepdim=True)
+            return self.weight * hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+
+    class QKNormAttention(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            heads = config.num_attention_heads
+            self.head_dim = getattr(config, "head_dim", config.hidden_size // heads)
+            width = config.num_attention_heads * self.head_dim
+            self.q_proj = nn.Linear(config.hidden_size, width)
+            self.k_proj = nn.Linear(config.hidden_size, width)
+            self.q_norm = ModelRMSNorm(width, config.rms_norm_eps)
+            self.k_norm = ModelRMSNorm(width, config.rms_norm_eps)
+
+        def forward(self, hidden_states):
+            hidden_shape = (*hidden_states.shape[:-1], -1, self.head_dim)
+            q = self.q_norm(self.q_proj(hidden_states)).view(hidden_shape).transpose(1, 2)
+            k = self.k_norm(self.k_proj(hidden_states)).view(hidden_shape).transpose(1, 2)
+            return torch.matmul(q, k.transpose(2, 3)).softmax(dim=-1)
+    """
+    assert findings(source) == [(29, "SC301")]
+
+
 _LINEAR_NORM = """\
 import torch
 import torch.nn as nn

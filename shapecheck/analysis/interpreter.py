@@ -1529,7 +1529,9 @@ class Interpreter:
                 return None
             result = self._inline(FunctionRef(forward, class_name=layer.name), node, args, kwargs)
             given = as_tensor(args[0][0]) if args else None
-            is_norm = _NORM_CLASS.search(layer.name.rsplit(".", 1)[-1]) is not None
+            # the model's name: Norm, file.Norm (another module's), Norm(sizes) (in its sizes)
+            written = layer.name.partition("(")[0].rsplit(".", 1)[-1]
+            is_norm = _NORM_CLASS.search(written) is not None
             if is_norm and isinstance(result, TensorFact) and given is not None:
                 return replace(result, scaling=given.scaling)  # a norm keeps the scale
             return result
