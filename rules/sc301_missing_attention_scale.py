@@ -37,7 +37,8 @@ class MissingAttentionScale(Rule):
     class named `...RMSNorm`/`...LayerNorm`) does not stand for the scale: a norm gives each
     element unit variance and its elementwise gain starts at 1, so the dot product still grows
     with d_k. Qwen3, OLMo2, Chameleon and ViT-22B scale after it; a model that wants no scale
-    writes it out (Gemma 3n's `self.scaling = 1.0`). Unit vectors (`F.normalize`, cosine
+    writes it out (Gemma 3n's `self.scaling = 1.0`; timm's Gemma 4 ViT gives SDPA `scale=1.0`
+    and computes the same by hand on its other branch). Unit vectors (`F.normalize`, cosine
     attention) and a temperature or logit scale multiplying the scores do count as a scale.
 
     ## Example
@@ -68,7 +69,8 @@ class MissingAttentionScale(Rule):
     mlc-llm PR#3426. Traps that stay quiet: a similarity that aligns two sequences both ways
     (ESIM's soft alignment, LoFTR's dual softmax), which is no dot-product attention and is
     unscaled by design (fixtures/SC301_co_attention.py); QK-norm with a scale, a scale of 1.0
-    written out, or a learned temperature on the scores; queries of one number per position
+    written out (passed on, or as SDPA's `scale=1.0` in the same function), or a learned
+    temperature on the scores; queries of one number per position
     (`nn.Linear(d, 3)` unbound on its last axis: d_k is 1).
     """
 
@@ -88,7 +90,7 @@ class MissingAttentionScale(Rule):
                 continue
             if analysis.co_attention(product):
                 continue  # an alignment both ways, unscaled by design
-            if _one_number_per_position(analysis, product):
+            if _one_number_per_position(analysis, product) or _scale_one_written(analysis, product):
                 continue
             reported.add(product.node)
             yield Violation(
@@ -114,6 +116,19 @@ def _one_number_per_position(analysis: ModuleAnalysis, product: Product) -> bool
     projected = analysis.fact(split.func.value)
     linear = set(analysis.module_calls("torch.nn.Linear"))
     return isinstance(projected, TensorFact) and projected.origin in linear
+
+
+def _scale_one_written(analysis: ModuleAnalysis, product: Product) -> bool:
+    """The function's other branch calls ``F.scaled_dot_product_attention(..., scale=1.0)``:
+    the author chose no scale, and the product by hand computes the same attention (timm's
+    Gemma 4 ViT, after QK-norm)."""
+    function = analysis.enclosing_function(product.node)
+    for call in analysis.calls_to("torch.nn.functional.scaled_dot_product_attention"):
+        scale = argument(call, 6, "scale")
+        written = scale.value if isinstance(scale, ast.Constant) else None
+        if written == 1 and analysis.enclosing_function(call) is function:
+            return True
+    return False
 
 
 _SELF_ATTRIBUTE = re.compile(r"self(\.[A-Za-z_]\w*)+")

@@ -1263,6 +1263,8 @@ def test_a_norm_class_of_the_module_keeps_the_scale_where_ranks_are_unknown() ->
     assert findings(source) == [(17, "SC301")]
     # the same class under another name: what it multiplies by may be a scale
     assert findings(source.replace("ModelRMSNorm", "ModelGain")) == []
+    # timm writes RmsNorm
+    assert findings(source.replace("ModelRMSNorm", "RmsNorm")) == [(17, "SC301")]
 
 
 def test_a_norm_class_built_in_sizes_of_its_own_keeps_the_scale() -> None:

@@ -118,11 +118,12 @@ INLINE_DEPTH = 2
 
 _NUMBER_ANNOTATIONS = {"int", "float", "bool", "str"}
 _NORM_AND_ACTIVATION_NAMES = frozenset(name.rsplit(".", 1)[1] for name in (*NORMS, *ACTIVATIONS))
-_NORM_CLASS = re.compile(r"(RMS|Layer|Group|Batch)Norm")
-"""A project's own norm class, by its name (``Qwen3RMSNorm``, ``CohereLayerNorm``,
-``LayerNorm2d``): what its ``forward`` multiplies by (``rsqrt`` of the variance, the gain) is
-the normalisation, not a scale of attention scores (see ``products.normalised``)."""
 """Class names of layers that keep the shape and that callers swap for one another."""
+_NORM_CLASS = re.compile(r"(RMS|Layer|Group|Batch)Norm", re.IGNORECASE)
+"""A project's own norm class, by its name (``Qwen3RMSNorm``, ``CohereLayerNorm``,
+``LayerNorm2d``, timm's ``RmsNorm``): what its ``forward`` multiplies by (``rsqrt`` of the
+variance, the gain) is the normalisation, not a scale of attention scores (see
+``products.normalised``)."""
 _MODULE_RETURNS_ITSELF = {
     "to",
     "cuda",
