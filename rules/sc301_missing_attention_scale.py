@@ -7,7 +7,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from shapecheck.analysis import ModuleAnalysis, argument
-from shapecheck.analysis.facts import Product, TensorFact
+from shapecheck.analysis.facts import Product, ScaleEvidence, TensorFact
 from shapecheck.analysis.imports import dotted_name
 from shapecheck.analysis.observations import AttentionScores, WeightsScaled
 from shapecheck.fixes import Fix, FixRecipe
@@ -38,8 +38,10 @@ class MissingAttentionScale(Rule):
     element unit variance and its elementwise gain starts at 1, so the dot product still grows
     with d_k. Qwen3, OLMo2, Chameleon and ViT-22B scale after it; a model that wants no scale
     writes it out (Gemma 3n's `self.scaling = 1.0`; timm's Gemma 4 ViT gives SDPA `scale=1.0`
-    and computes the same by hand on its other branch). Unit vectors (`F.normalize`, cosine
-    attention) and a temperature or logit scale multiplying the scores do count as a scale.
+    and computes the same by hand on its other branch). A temperature or logit scale
+    multiplying the scores counts as a scale. Unit vectors (`F.normalize`, cosine attention)
+    need one too, the other way: their scores lie in [-1, 1] and, with no temperature, the
+    softmax is almost uniform (reported as such, with no fix: the temperature is learned).
 
     ## Example
     ```python
@@ -65,7 +67,8 @@ class MissingAttentionScale(Rule):
     No error: the unscaled attention's output differs from the reference
     (`shapecheck.reference`, and `F.scaled_dot_product_attention`) under the same weights, by
     0.12 to 1.3 at the fixtures' small sizes (fixtures/SC301_*.py, `python -m
-    shapecheck.confirm`), QK-norm'd scores included (fixtures/SC301_qk_norm.py). Real case:
+    shapecheck.confirm`), QK-norm'd scores and cosine similarities with no temperature
+    included (fixtures/SC301_qk_norm.py). Real case:
     mlc-llm PR#3426. Traps that stay quiet: a similarity that aligns two sequences both ways
     (ESIM's soft alignment, LoFTR's dual softmax), which is no dot-product attention and is
     unscaled by design (fixtures/SC301_co_attention.py); QK-norm with a scale, a scale of 1.0
@@ -86,10 +89,20 @@ class MissingAttentionScale(Rule):
             product = scores.product
             if product.left.is_parameter or product.right.is_parameter:
                 continue
-            if scores.scores.scaling != () or product.node in reported:
+            if product.node in reported or analysis.co_attention(product):
+                continue  # (an alignment both ways is unscaled by design)
+            if _cosine_only(analysis, scores.scores.scaling):
+                reported.add(product.node)
+                yield Violation(
+                    product.node,
+                    "softmax over cosine similarities (q and k normalised to unit length) that "
+                    "nothing scales: the scores lie in [-1, 1] and the softmax is almost "
+                    "uniform; multiply them by a learned temperature (Swin v2's `logit_scale`, "
+                    "XCiT's `temperature`)",
+                )
                 continue
-            if analysis.co_attention(product):
-                continue  # an alignment both ways, unscaled by design
+            if scores.scores.scaling != ():
+                continue
             if _one_number_per_position(analysis, product) or _scale_one_written(analysis, product):
                 continue
             reported.add(product.node)
@@ -119,16 +132,29 @@ def _one_number_per_position(analysis: ModuleAnalysis, product: Product) -> bool
 
 
 def _scale_one_written(analysis: ModuleAnalysis, product: Product) -> bool:
-    """The function's other branch calls ``F.scaled_dot_product_attention(..., scale=1.0)``:
-    the author chose no scale, and the product by hand computes the same attention (timm's
-    Gemma 4 ViT, after QK-norm)."""
+    """The function's other branch calls ``F.scaled_dot_product_attention(q, ..., scale=1.0)``
+    with queries nothing scaled: the author chose no scale, and the product by hand computes
+    the same attention (timm's Gemma 4 ViT, after QK-norm; not XCiT, whose fused branch
+    multiplies q by the temperature the product by hand multiplies the scores by)."""
     function = analysis.enclosing_function(product.node)
     for call in analysis.calls_to("torch.nn.functional.scaled_dot_product_attention"):
-        scale = argument(call, 6, "scale")
+        scale, query = argument(call, 6, "scale"), argument(call, 0, "query")
         written = scale.value if isinstance(scale, ast.Constant) else None
-        if written == 1 and analysis.enclosing_function(call) is function:
+        queries = analysis.fact(query) if query is not None else None
+        unscaled = isinstance(queries, TensorFact) and queries.scaling == ()
+        if written == 1 and unscaled and analysis.enclosing_function(call) is function:
             return True
     return False
+
+
+def _cosine_only(analysis: ModuleAnalysis, scaling: tuple[ScaleEvidence, ...] | None) -> bool:
+    """Scores whose only scaling is ``F.normalize`` of q and k: cosine similarities, with no
+    temperature."""
+    return bool(scaling) and all(
+        isinstance(evidence.node, ast.Call)
+        and analysis.resolves_to(evidence.node.func, "torch.nn.functional.normalize")
+        for evidence in scaling or ()
+    )
 
 
 _SELF_ATTRIBUTE = re.compile(r"self(\.[A-Za-z_]\w*)+")

@@ -1371,3 +1371,37 @@ def test_queries_of_one_number_per_position_need_no_scale() -> None:
             return (attn @ v).unsqueeze(-1)
     """
     assert findings(source) == []
+
+
+def test_cosine_attention_needs_its_temperature_on_either_branch() -> None:
+    # XCiT: the fused branch gives SDPA scale=1.0 because q carries the temperature; the branch
+    # by hand that forgets it is not excused by that scale=1.0
+    source = """\
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class XCA(nn.Module):
+        def __init__(self, dim, num_heads, fused_attn):
+            super().__init__()
+            self.num_heads, self.fused_attn = num_heads, fused_attn
+            self.temperature = nn.Parameter(torch.ones(num_heads, 1, 1))
+            self.qkv = nn.Linear(dim, dim * 3)
+
+        def forward(self, x):
+            B, N, C = x.shape
+            qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, C // self.num_heads)
+            q, k, v = qkv.permute(2, 0, 3, 4, 1).unbind(0)
+            if self.fused_attn:
+                q = F.normalize(q, dim=-1) * self.temperature
+                k = F.normalize(k, dim=-1)
+                return F.scaled_dot_product_attention(q, k, v, scale=1.0)
+            q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
+            attn = (q @ k.transpose(-2, -1)) * self.temperature
+            return attn.softmax(dim=-1) @ v
+    """
+    assert not [code for _, code in findings(source) if code == "SC301"]
+    untempered = source.replace(" * self.temperature\n            return", "\n            return")
+    assert [code for _, code in findings(untempered) if code == "SC301"] == ["SC301"]
+    # and with no unit vectors at all: scale=1.0 on q scaled beforehand excuses nothing
+    plain = untempered.replace("F.normalize(q, dim=-1)", "q").replace("F.normalize(k, dim=-1)", "k")
+    assert [code for _, code in findings(plain) if code == "SC301"] == ["SC301"]
