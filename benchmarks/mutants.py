@@ -263,7 +263,8 @@ def _softmaxed(function: ast.AST) -> set[ast.AST]:
 
 def drop_scale(source: Source) -> Iterator[Edit]:
     """``(q @ kᵀ) * scale`` or ``/ math.sqrt(d)`` in a function that takes a softmax ->
-    the product alone: the scores lose their only 1/sqrt(d_k)."""
+    the product alone: the scores lose their only 1/sqrt(d_k). Left out: products that are
+    no scores (see ``_not_scores``)."""
     for function in _functions(source.module):
         if not _calls_softmax(function):
             continue
@@ -273,8 +274,21 @@ def drop_scale(source: Source) -> Iterator[Edit]:
             sides = [node.left] if isinstance(node.op, ast.Div) else [node.left, node.right]
             for product in sides:
                 other = node.right if product is node.left else node.left
-                if _is_product(product) and not _is_product(other):
+                if _is_product(product) and not _is_product(other) and not _not_scores(product):
                     yield Edit(source.start(node), source.end(node), f"({source.code(product)})")
+
+
+def _not_scores(product: ast.AST) -> bool:
+    """An einsum with fewer than two output axes, which cannot be attention scores (they have
+    a query and a key axis), so its scale is no attention scale: ConViT's mean attention
+    distance, ``einsum('nm,hnm->h', distances, attn_map) / N``."""
+    if not isinstance(product, ast.Call):
+        return False
+    equation = product.args[0] if _name_of(product.func) == "einsum" and product.args else None
+    if isinstance(equation, ast.Constant) and isinstance(equation.value, str):
+        output = equation.value.partition("->")[2]
+        return "->" in equation.value and len(output.replace(" ", "")) < 2
+    return False
 
 
 def softmax_dim(source: Source) -> Iterator[Edit]:
