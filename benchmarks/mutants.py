@@ -263,7 +263,8 @@ def _softmaxed(function: ast.AST) -> set[ast.AST]:
 
 def drop_scale(source: Source) -> Iterator[Edit]:
     """``(q @ kᵀ) * scale`` or ``/ math.sqrt(d)`` in a function that takes a softmax ->
-    the product alone: the scores lose their only 1/sqrt(d_k)."""
+    the product alone: the scores lose their only 1/sqrt(d_k). Left out: products that are
+    no scores (see ``_not_scores``)."""
     for function in _functions(source.module):
         if not _calls_softmax(function):
             continue
@@ -273,8 +274,21 @@ def drop_scale(source: Source) -> Iterator[Edit]:
             sides = [node.left] if isinstance(node.op, ast.Div) else [node.left, node.right]
             for product in sides:
                 other = node.right if product is node.left else node.left
-                if _is_product(product) and not _is_product(other):
+                if _is_product(product) and not _is_product(other) and not _not_scores(product):
                     yield Edit(source.start(node), source.end(node), f"({source.code(product)})")
+
+
+def _not_scores(product: ast.AST) -> bool:
+    """An einsum with fewer than two output axes, which cannot be attention scores (they have
+    a query and a key axis), so its scale is no attention scale: ConViT's mean attention
+    distance, ``einsum('nm,hnm->h', distances, attn_map) / N``."""
+    if not isinstance(product, ast.Call):
+        return False
+    equation = product.args[0] if _name_of(product.func) == "einsum" and product.args else None
+    if isinstance(equation, ast.Constant) and isinstance(equation.value, str):
+        output = equation.value.partition("->")[2]
+        return "->" in equation.value and len(output.replace(" ", "")) < 2
+    return False
 
 
 def softmax_dim(source: Source) -> Iterator[Edit]:
@@ -317,10 +331,19 @@ _INFINITE_FILLS = re.compile(
 
 def fill_overflow(source: Source) -> Iterator[Edit]:
     """``masked_fill(mask, torch.finfo(x.dtype).min)`` (or ``-inf``) -> ``-1e9``: float16
-    cannot hold it (masked_fill raises; arithmetic gives -inf)."""
+    cannot hold it (masked_fill raises; arithmetic gives -inf). Left out: a fill of a tensor
+    the function made float32 first (``x = x.float()``), which holds -1e9 whatever the input's
+    dtype: timm's ZLPR loss then computes the same losses, bit for bit, from float16, bfloat16,
+    float32 and float64 logits (its log-sum-exp adds a zero logit, so -1e9 and -inf both give
+    exp() = 0)."""
+    enclosing = _enclosing_functions(source.module)
     for node in ast.walk(source.module):
         call = _method(node, "masked_fill", "masked_fill_")
         if call is None or len(call.args) != 2:
+            continue
+        function = enclosing.get(call)
+        assert isinstance(call.func, ast.Attribute)
+        if function is not None and _made_float32(call.func.value, function):
             continue
         value = call.args[1]
         written = source.code(value).replace(" ", "")
@@ -332,6 +355,21 @@ def fill_overflow(source: Source) -> Iterator[Edit]:
         )
         if finfo_min or _INFINITE_FILLS.match(written):
             yield Edit(source.start(value), source.end(value), "-1e9")
+
+
+def _made_float32(tensor: ast.expr, function: ast.AST) -> bool:
+    """``tensor`` reads only names ``function`` assigns from ``.float()`` or ``.double()``."""
+    cast = {
+        target.id
+        for node in ast.walk(function)
+        if isinstance(node, ast.Assign)
+        and (value := _method(node.value, "float", "double")) is not None
+        and not value.args
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+    names = [node.id for node in ast.walk(tensor) if isinstance(node, ast.Name)]
+    return bool(names) and all(name in cast for name in names)
 
 
 def split_heads_without_transpose(source: Source) -> Iterator[Edit]:

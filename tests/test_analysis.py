@@ -1630,3 +1630,258 @@ def test_tokens_with_their_heads_read_heads_first_are_a_split(
                 return F.scaled_dot_product_attention(q, q, q)
         """
     assert findings(source) == found
+
+
+# --- QK-norm and the layers before the scores (SC301) --------------------------------------
+
+_LATE_NORM = """\
+import torch
+import torch.nn as nn
+
+class Attention(nn.Module):
+    def __init__(self, dim, num_heads):
+        super().__init__()
+        self.num_heads, self.head_dim = num_heads, dim // num_heads
+        self.qkv = nn.Linear(dim, dim * 3)
+        self.q_norm = Norm(self.head_dim)
+        self.k_norm = Norm(self.head_dim)
+
+    def forward(self, x):
+        B, N, C = x.shape
+        qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0)
+        q, k = self.q_norm(q), self.k_norm(k)
+        attn = (q @ k.transpose(-2, -1)).softmax(dim=-1)
+        return (attn @ v).transpose(1, 2).reshape(B, N, C)
+
+class Norm(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+"""
+
+
+def test_a_layer_of_a_class_defined_further_down_is_followed() -> None:
+    # __init__ runs after the whole module is defined: Norm exists then
+    assert (17, "SC301") in findings(_LATE_NORM)
+
+
+def test_a_norm_keeps_the_scale_of_what_it_normalises() -> None:
+    source = _LATE_NORM.replace("Norm(self.head_dim)", "nn.LayerNorm(self.head_dim)")
+    assert (17, "SC301") in findings(source)
+    scaled = source.replace(
+        "(q @ k.transpose(-2, -1))", "(q @ k.transpose(-2, -1) * self.head_dim ** -0.5)"
+    )
+    assert (17, "SC301") not in findings(scaled)
+
+
+def test_a_norm_class_of_the_module_keeps_the_scale_where_ranks_are_unknown() -> None:
+    # Hugging Face's layout: heads split by (*hidden_states.shape[:-1], -1, d), the norm between
+    # the view and the transpose; inside the norm x's rank is unknown, so its rsqrt and gain
+    # could be scales but for the name of the class
+    source = """\
+    import torch
+    import torch.nn as nn
+
+    class QKNormAttention(nn.Module):
+        def __init__(self, hidden_size, num_heads):
+            super().__init__()
+            self.head_dim = hidden_size // num_heads
+            self.q_proj = nn.Linear(hidden_size, hidden_size)
+            self.k_proj = nn.Linear(hidden_size, hidden_size)
+            self.q_norm = ModelRMSNorm(self.head_dim)
+            self.k_norm = ModelRMSNorm(self.head_dim)
+
+        def forward(self, hidden_states):
+            hidden_shape = (*hidden_states.shape[:-1], -1, self.head_dim)
+            q = self.q_norm(self.q_proj(hidden_states).view(hidden_shape)).transpose(1, 2)
+            k = self.k_norm(self.k_proj(hidden_states).view(hidden_shape)).transpose(1, 2)
+            return torch.matmul(q, k.transpose(2, 3)).softmax(dim=-1)
+
+    class ModelRMSNorm(nn.Module):
+        def __init__(self, hidden_size, eps=1e-6):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(hidden_size))
+            self.variance_epsilon = eps
+
+        def forward(self, hidden_states):
+            variance = hidden_states.pow(2).mean(-1, keepdim=True)
+            hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+            return self.weight * hidden_states
+    """
+    assert findings(source) == [(17, "SC301")]
+    # the same class under another name: what it multiplies by may be a scale
+    assert findings(source.replace("ModelRMSNorm", "ModelGain")) == []
+    # timm writes RmsNorm
+    assert findings(source.replace("ModelRMSNorm", "RmsNorm")) == [(17, "SC301")]
+
+
+def test_a_norm_class_built_in_sizes_of_its_own_keeps_the_scale() -> None:
+    # OLMo: one norm over all heads, whose model is then named by its sizes
+    # (``ModelRMSNorm(hidden_size=...)``), before the heads are split
+    source = """\
+    import torch
+    import torch.nn as nn
+
+    class ModelRMSNorm(nn.Module):
+        def __init__(self, hidden_size, eps=1e-6):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(hidden_size))
+            self.variance_epsilon = eps
+
+        def forward(self, hidden_states):
+            variance = hidden_states.pow(2).mean(-1, keepdim=True)
+            return self.weight * hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+
+    class QKNormAttention(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            heads = config.num_attention_heads
+            self.head_dim = getattr(config, "head_dim", config.hidden_size // heads)
+            width = config.num_attention_heads * self.head_dim
+            self.q_proj = nn.Linear(config.hidden_size, width)
+            self.k_proj = nn.Linear(config.hidden_size, width)
+            self.q_norm = ModelRMSNorm(width, config.rms_norm_eps)
+            self.k_norm = ModelRMSNorm(width, config.rms_norm_eps)
+
+        def forward(self, hidden_states):
+            hidden_shape = (*hidden_states.shape[:-1], -1, self.head_dim)
+            q = self.q_norm(self.q_proj(hidden_states)).view(hidden_shape).transpose(1, 2)
+            k = self.k_norm(self.k_proj(hidden_states)).view(hidden_shape).transpose(1, 2)
+            return torch.matmul(q, k.transpose(2, 3)).softmax(dim=-1)
+    """
+    assert findings(source) == [(29, "SC301")]
+
+
+_LINEAR_NORM = """\
+import torch
+import torch.nn as nn
+
+class LinearNorm(nn.Module):
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features, bias=False)
+        self.bn = nn.BatchNorm1d(out_features)
+
+    def forward(self, x):
+        x = self.linear(x)
+        return self.bn(x.flatten(0, 1)).reshape_as(x)
+
+class ConvNorm(nn.Module):
+    def __init__(self, in_chs, out_chs):
+        super().__init__()
+        self.linear = nn.Conv2d(in_chs, out_chs, 1, bias=False)
+        self.bn = nn.BatchNorm2d(out_chs)
+
+    def forward(self, x):
+        return self.bn(self.linear(x))
+
+class Attention(nn.Module):
+    def __init__(self, dim, key_dim, num_heads, use_conv=False):
+        super().__init__()
+        ln_layer = ConvNorm if use_conv else LinearNorm
+        self.num_heads, self.key_dim = num_heads, key_dim
+        self.qkv = ln_layer(dim, key_dim * num_heads * 3)
+
+    def forward(self, x):
+        B, N, C = x.shape
+        q, k, v = self.qkv(x).view(B, N, self.num_heads, -1).split([self.key_dim] * 3, dim=3)
+        q, k, v = q.permute(0, 2, 1, 3), k.permute(0, 2, 3, 1), v.permute(0, 2, 1, 3)
+        attn = (q @ k).softmax(dim=-1)
+        return (attn @ v).transpose(1, 2).reshape(B, N, -1)
+"""
+
+
+def test_batch_norms_keep_the_shape_and_the_scale() -> None:
+    source = _LINEAR_NORM.replace("ConvNorm if use_conv else LinearNorm", "LinearNorm")
+    assert (34, "SC301") in findings(source)
+
+
+def test_a_layer_of_a_class_chosen_among_several_runs_each() -> None:
+    # LeViT: ``ln_layer = ConvNorm if use_conv else LinearNorm``, then ``ln_layer(...)``
+    assert (34, "SC301") in findings(_LINEAR_NORM)
+
+
+def test_queries_of_one_number_per_position_need_no_scale() -> None:
+    # timm's CSATv2: nn.Linear(1, 3) unbound on its last axis gives each position one number
+    # of q, k and v: d_k is 1 (the product contracting positions is a bug of another kind)
+    source = """\
+    import torch.nn as nn
+
+    class ScalarAttention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv = nn.Linear(1, 3, bias=False)
+
+        def forward(self, x):
+            B, C, H, W = x.shape
+            q, k, v = self.qkv(x.flatten(2).transpose(1, 2)).unbind(-1)
+            attn = (q @ k.transpose(-1, -2)).softmax(dim=-1)
+            return (attn @ v).unsqueeze(-1)
+    """
+    assert findings(source) == []
+
+
+def test_cosine_attention_needs_its_temperature_on_either_branch() -> None:
+    # XCiT: the fused branch gives SDPA scale=1.0 because q carries the temperature; the branch
+    # by hand that forgets it is not excused by that scale=1.0
+    source = """\
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class XCA(nn.Module):
+        def __init__(self, dim, num_heads, fused_attn):
+            super().__init__()
+            self.num_heads, self.fused_attn = num_heads, fused_attn
+            self.temperature = nn.Parameter(torch.ones(num_heads, 1, 1))
+            self.qkv = nn.Linear(dim, dim * 3)
+
+        def forward(self, x):
+            B, N, C = x.shape
+            qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, C // self.num_heads)
+            q, k, v = qkv.permute(2, 0, 3, 4, 1).unbind(0)
+            if self.fused_attn:
+                q = F.normalize(q, dim=-1) * self.temperature
+                k = F.normalize(k, dim=-1)
+                return F.scaled_dot_product_attention(q, k, v, scale=1.0)
+            q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
+            attn = (q @ k.transpose(-2, -1)) * self.temperature
+            return attn.softmax(dim=-1) @ v
+    """
+    assert not [code for _, code in findings(source) if code == "SC301"]
+    untempered = source.replace(" * self.temperature\n            return", "\n            return")
+    assert [code for _, code in findings(untempered) if code == "SC301"] == ["SC301"]
+    # and with no unit vectors at all: scale=1.0 on q scaled beforehand excuses nothing
+    plain = untempered.replace("F.normalize(q, dim=-1)", "q").replace("F.normalize(k, dim=-1)", "k")
+    assert [code for _, code in findings(plain) if code == "SC301"] == ["SC301"]
+
+
+def test_talking_heads_between_named_sizes_keep_the_scores() -> None:
+    # CaiT mixes the heads with nn.Linear(num_heads, num_heads) over the head axis moved last;
+    # num_heads and N are named apart, which tells the head axis from the keys
+    source = """\
+    import torch.nn as nn
+
+    class TalkingHeadAttn(nn.Module):
+        def __init__(self, dim, num_heads):
+            super().__init__()
+            self.num_heads = num_heads
+            self.scale = (dim // num_heads) ** -0.5
+            self.qkv = nn.Linear(dim, dim * 3)
+            self.proj_l = nn.Linear(num_heads, num_heads)
+
+        def forward(self, x):
+            B, N, C = x.shape
+            qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, C // self.num_heads)
+            q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+            attn = (q * self.scale) @ k.transpose(-2, -1)
+            attn = self.proj_l(attn.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+            attn = attn.softmax(dim=-1)
+            return (attn @ v).transpose(1, 2).reshape(B, N, C)
+    """
+    assert not [code for _, code in findings(source) if code == "SC303"]
+    wrong_axis = source.replace("attn.softmax(dim=-1)", "attn.softmax(dim=1)")
+    assert (17, "SC303") in findings(wrong_axis)

@@ -382,6 +382,9 @@ def analyse(
     for definition in top_definitions:
         if isinstance(definition, FunctionNode):
             context.functions.setdefault(definition.name, definition)
+    context.class_names = frozenset(
+        node.name for node in top_definitions if isinstance(node, ast.ClassDef)
+    )
 
     top_level = Interpreter(context)
     functions: list[FunctionFacts] = []

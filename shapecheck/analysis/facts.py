@@ -317,7 +317,10 @@ ACTIVATIONS = frozenset(
     f"torch.nn.{name}"
     for name in ("GELU", "SiLU", "ReLU", "Tanh", "Sigmoid", "Mish", "LeakyReLU", "ELU", "Hardswish")
 )
-NORMS = frozenset(f"torch.nn.{name}" for name in ("LayerNorm", "RMSNorm", "GroupNorm"))
+NORMS = frozenset(
+    f"torch.nn.{name}"
+    for name in ("LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d")
+)
 SHAPE_PRESERVING = frozenset({"torch.nn.Identity", "torch.nn.Dropout", *ACTIVATIONS, *NORMS})
 """Module classes whose output has their input's shape."""
 SAME_SHAPE = "shapecheck.same-shape"

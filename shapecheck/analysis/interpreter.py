@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import functools
+import re
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -119,6 +120,11 @@ INLINE_DEPTH = 2
 _NUMBER_ANNOTATIONS = {"int", "float", "bool", "str"}
 _NORM_AND_ACTIVATION_NAMES = frozenset(name.rsplit(".", 1)[1] for name in (*NORMS, *ACTIVATIONS))
 """Class names of layers that keep the shape and that callers swap for one another."""
+_NORM_CLASS = re.compile(r"(RMS|Layer|Group|Batch)Norm", re.IGNORECASE)
+"""A project's own norm class, by its name (``Qwen3RMSNorm``, ``CohereLayerNorm``,
+``LayerNorm2d``, timm's ``RmsNorm``): what its ``forward`` multiplies by (``rsqrt`` of the
+variance, the gain) is the normalisation, not a scale of attention scores (see
+``products.normalised``)."""
 _MODULE_RETURNS_ITSELF = {
     "to",
     "cuda",
@@ -161,6 +167,9 @@ class ModuleContext:
     :func:`may_declare`; most have neither: no walk)."""
     functions: dict[str, FunctionNode] = field(default_factory=dict)
     classes: dict[str, ClassModel] = field(default_factory=dict)
+    class_names: frozenset[str] = frozenset()
+    """The module's top-level classes, known before their models are built: an ``__init__``
+    may build a layer of a class defined further down, which exists when it runs."""
     project: ProjectScope | None = None
     """What the names its imports bind are in the project's other files (``None``: the
     module alone); see :mod:`~shapecheck.analysis.imported`."""
@@ -968,7 +977,7 @@ class Interpreter:
             return QualifiedName(canonical(self.context.imports[name]))
         if name in self.context.functions:
             return FunctionRef(self.context.functions[name])
-        if name in self.context.classes:
+        if name in self.context.classes or name in self.context.class_names:
             return ClassRef(name)
         if name in ("float", "int", "len", "getattr", "map"):
             return QualifiedName(f"builtins.{name}")
@@ -1566,7 +1575,14 @@ class Interpreter:
             forward = model.methods.get("forward") if model is not None else None
             if forward is None:
                 return None
-            return self._inline(FunctionRef(forward, class_name=layer.name), node, args, kwargs)
+            result = self._inline(FunctionRef(forward, class_name=layer.name), node, args, kwargs)
+            given = as_tensor(args[0][0]) if args else None
+            # the model's name: Norm, file.Norm (another module's), Norm(sizes) (in its sizes)
+            written = layer.name.partition("(")[0].rsplit(".", 1)[-1]
+            is_norm = _NORM_CLASS.search(written) is not None
+            if is_norm and isinstance(result, TensorFact) and given is not None:
+                return replace(result, scaling=given.scaling)  # a norm keeps the scale
+            return result
         if not isinstance(layer, ModuleFact):
             return None
         if layer.kind == "torch.nn.Sequential":

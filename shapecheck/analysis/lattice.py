@@ -36,6 +36,7 @@ from shapecheck.analysis.facts import (
     SAME_SHAPE,
     SHAPE_PRESERVING,
     Choice,
+    ClassRef,
     Fact,
     FunctionRef,
     ImportedName,
@@ -349,10 +350,11 @@ def _same_size(left: Dim | None, right: Dim | None) -> Dim | None:
 
 def _chosen(left: Fact, right: Fact) -> bool:
     """Two callables either of which the code may call: functions of the module, modules,
-    instances of the module's classes (``RMSNorm(d) if qk_norm else nn.Identity()``), choices
-    among them, or a function reached by import beside one of those (two names reached by
-    import may be numbers or dtypes: ``torch.float16``)."""
-    functions = FunctionRef | ModuleFact | InstanceFact | Choice | Partial
+    instances of the module's classes (``RMSNorm(d) if qk_norm else nn.Identity()``), the
+    classes themselves (LeViT's ``ConvNorm if use_conv else LinearNorm``), choices among them,
+    or a function reached by import beside one of those (two names reached by import may be
+    numbers or dtypes: ``torch.float16``)."""
+    functions = FunctionRef | ModuleFact | InstanceFact | ClassRef | Choice | Partial
     return (isinstance(left, functions) and isinstance(right, functions | QualifiedName)) or (
         isinstance(right, functions) and isinstance(left, QualifiedName)
     )

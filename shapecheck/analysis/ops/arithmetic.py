@@ -160,13 +160,14 @@ def activation_module(call: OpCall) -> Fact:
 @module_op(SAME_SHAPE)
 def same_shape_module(call: OpCall) -> Fact:
     """One of several layers that keep the shape (a norm or ``nn.Identity``): the values
-    change in a way the analysis cannot tell, their scale included."""
+    change in a way the analysis cannot tell, but not their scale (a norm's gain is no
+    temperature; see ``normalised``)."""
     guess = call.module.guess if call.module is not None else None
     return flow(
         call.receiver,
         Family.ELEMENTWISE,
         origin=call.node,
-        scaling=None,
+        scaling=call.receiver.scaling,
         guess=guess or call.receiver.guess,
     )
 
@@ -174,7 +175,7 @@ def same_shape_module(call: OpCall) -> Fact:
 _EACH_VALUE = (
     *("relu", "sigmoid", "tanh", "exp", "neg", "abs", "sqrt", "rsqrt", "log", "log1p"),
     *("sign", "square", "reciprocal", "floor", "ceil", "round", "nan_to_num", "flip"),
-    *("clamp", "clamp_min", "clamp_max", "clip"),
+    *("clamp", "clamp_min", "clamp_max", "clip", "pow"),
 )
 """Tensor methods and ``torch`` functions of each value (``flip`` moves them, keeping the
 strides' order as these do: PyTorch allocates their result like the input)."""

@@ -306,12 +306,15 @@ def _projected(call: OpCall, out: Dim | None) -> TensorFact:
     if shape is not None and len(shape) >= 1:
         shape = (*shape[:-1], out if out is not None else Dim.symbol("?"))
     product = receiver.product
+    last = receiver.last_dim
+    keys = product.key_size if product is not None else None
     if (
         receiver.is_scores
         and product is not None
-        and product.key_size is not None
-        and receiver.last_dim is not None
-        and provably_different(receiver.last_dim, product.key_size)
+        and keys is not None
+        and last is not None
+        # the head axis moved last: a size other than the keys' (CaiT: num_heads, not N)
+        and (provably_different(last, keys) or (last != keys and last.is_named and keys.is_named))
     ):
         scaling = scaled(receiver, call.node, None)  # learned weights: a scale of their own
         return new_tensor(shape, call.node, receiver, product=product, scaling=scaling)
@@ -321,9 +324,14 @@ def _projected(call: OpCall, out: Dim | None) -> TensorFact:
 @module_op(*NORMS)
 @tensor_op(functions=functional_names("layer_norm", "rms_norm"))
 def normalised(call: OpCall) -> Fact:
-    # a norm's learned gain acts as a temperature on q and k (QK-norm): scaling unknown
+    """A norm keeps the shape and the scaling: its output has unit variance per element, and
+    its elementwise gain starts at 1, so q·kᵀ of QK-norm'd vectors still grows with d_k and
+    needs 1/sqrt(d_k) (Qwen3, OLMo2, ViT-22B scale after it); only unit vectors
+    (``F.normalize``) or a temperature on the scores scale them."""
     receiver = call.receiver
-    return new_tensor(receiver.shape, call.node, receiver, scaling=None, rank_of=receiver.rank_of)
+    return new_tensor(
+        receiver.shape, call.node, receiver, scaling=receiver.scaling, rank_of=receiver.rank_of
+    )
 
 
 @module_op("torch.nn.Embedding")
