@@ -99,7 +99,8 @@ FLOWS: dict[str, dict[Family, Flow]] = {
     "shape": _flows(C, C, K, K, K, K, K),
     "layout": _flows(C, C, K, K, K, K, K),
     "origin": _flows(C, C, C, C, C, C, K),
-    "is_parameter": _flows(K, K, K, F, K, K, K),
+    # (a function of each value of a learned tensor is learned: Swin v2's clamped temperature)
+    "is_parameter": _flows(K, K, K, K, K, K, K),
     "scaling": _flows(K, K, K, F, K, C, L),
     "product": _flows(K, K, K, F, K, K, L),
     "axis_op": _flows(C, F, F, F, F, F, F),
