@@ -10,7 +10,7 @@ checked.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from shapecheck.diagnostics import FileResult, input_error, internal_error
@@ -52,11 +52,13 @@ def check_files(
             pending.append((path, content))
         else:
             results.append(FileResult(path, cached))
-    checked = _check_all(pending, codes, jobs)
-    for (path, content), result in zip(pending, checked, strict=True):
+
+    def store(index: int, result: FileResult) -> None:
+        path, content = pending[index]
         if cache is not None and result.complete:
             cache.put(content, result.diagnostics, path, result.dependencies)
-        results.append(result)
+
+    results.extend(_check_all(pending, codes, jobs, store))
     return results
 
 
@@ -81,7 +83,10 @@ def failure(path: str, error: Exception) -> FileResult:
 
 
 def _check_all(
-    pending: list[tuple[str, bytes]], codes: Sequence[str], jobs: int | None
+    pending: list[tuple[str, bytes]],
+    codes: Sequence[str],
+    jobs: int | None,
+    done: Callable[[int, FileResult], None],
 ) -> list[FileResult]:
     global _worker_rules
     if not pending:
@@ -89,35 +94,57 @@ def _check_all(
     from shapecheck.rule import all_rules
 
     _worker_rules = [rule() for rule in all_rules() if rule.code in codes]
-    return map_files(_check_one, pending, jobs)
+    return map_files(_check_one, pending, jobs, done)
 
 
 def map_files(
     worker: Callable[[tuple[str, bytes]], ResultT],
     items: list[tuple[str, bytes]],
     jobs: int | None = None,
+    done: Callable[[int, ResultT], None] | None = None,
 ) -> list[ResultT]:
     """``worker`` on each ``(path, content)``, in order: in forked worker processes when there
     are enough files to pay for them. ``worker`` must be a module-level function (the workers
     inherit what this process imported); where processes cannot fork (Windows), or a worker
-    dies, the files are done here."""
+    dies, the files are done here. ``done(index, result)`` runs here as each result arrives,
+    while the workers go on (writing it to the cache was a serial tail after them)."""
     workers = min(jobs or _cpus(), len(items))
     if workers < 2 or len(items) < POOL_MIN_FILES or not _can_fork():
-        return [worker(item) for item in items]
+        return _in_this_process(worker, items, range(len(items)), done)
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
     # largest files first, so that no worker is left with a big file at the end
     order = sorted(range(len(items)), key=lambda index: -len(items[index][1]))
+    by_index: dict[int, ResultT] = {}
     try:
         context = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(workers, mp_context=context) as pool:
-            done = list(pool.map(worker, [items[index] for index in order]))
+            results = pool.map(worker, [items[index] for index in order])
+            for index, result in zip(order, results, strict=True):
+                by_index[index] = result
+                if done is not None:
+                    done(index, result)
     except BrokenProcessPool:
-        return [worker(item) for item in items]
-    by_index = dict(zip(order, done, strict=True))
+        left = [index for index in range(len(items)) if index not in by_index]
+        by_index.update(zip(left, _in_this_process(worker, items, left, done), strict=True))
     return [by_index[index] for index in range(len(items))]
+
+
+def _in_this_process(
+    worker: Callable[[tuple[str, bytes]], ResultT],
+    items: list[tuple[str, bytes]],
+    indices: Iterable[int],
+    done: Callable[[int, ResultT], None] | None,
+) -> list[ResultT]:
+    results = []
+    for index in indices:
+        result = worker(items[index])
+        if done is not None:
+            done(index, result)
+        results.append(result)
+    return results
 
 
 def _can_fork() -> bool:

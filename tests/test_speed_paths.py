@@ -17,7 +17,7 @@ from shapecheck.cache import ResultCache
 from shapecheck.confirm.fixtures import fixture_files
 from shapecheck.diagnostics import Diagnostic, FileResult
 from shapecheck.rule import all_rules, rule_codes
-from shapecheck.run import POOL_MIN_FILES, check_files
+from shapecheck.run import POOL_MIN_FILES, check_files, map_files
 from tests.conftest import BAD_VIEW, ROOT
 
 CODES = rule_codes()
@@ -95,6 +95,37 @@ def test_cached_results_equal_fresh_ones(tmp_path: Path) -> None:
     assert [[d.fix for d in r.diagnostics] for r in warm] == [
         [d.fix for d in r.diagnostics] for r in fresh
     ]
+
+
+def test_the_pool_fills_the_cache_as_one_process_does(tmp_path: Path) -> None:
+    """Results are written to the cache as they arrive from the workers (while they go on):
+    every entry is written, and a warm run serves what each process found."""
+    targets = _targets_with_findings_at_the_edges()
+    pooled = ResultCache(tmp_path / "pooled", CODES)
+    fresh = check_files(targets, CODES, pooled, jobs=2)
+    alone = ResultCache(tmp_path / "alone", CODES)
+    check_files(targets, CODES, alone, jobs=1)
+    names = sorted(path.name for path in (tmp_path / "pooled").rglob("*.json"))
+    assert names == sorted(path.name for path in (tmp_path / "alone").rglob("*.json"))
+    warm = check_files(targets, CODES, pooled, jobs=2)
+    assert _by_file(warm) == _by_file(fresh)
+
+
+_PARENT = os.getpid()
+
+
+def _dies_in_a_worker_at_c(item: tuple[str, bytes]) -> str:
+    if item[0] == "c" and os.getpid() != _PARENT:
+        os._exit(1)  # a worker killed (out of memory): the pool breaks
+    return item[0].upper()
+
+
+def test_a_dead_worker_leaves_the_rest_to_this_process_each_file_once() -> None:
+    items = [(name, b"x" * (20 - index)) for index, name in enumerate("abcdefghijkl")]
+    seen: list[int] = []
+    results = map_files(_dies_in_a_worker_at_c, items, 2, lambda index, _: seen.append(index))
+    assert results == [name.upper() for name, _ in items]
+    assert sorted(seen) == list(range(len(items)))
 
 
 def test_a_changed_file_or_other_rules_miss_the_cache(tmp_path: Path) -> None:
