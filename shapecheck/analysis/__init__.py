@@ -720,7 +720,7 @@ def _name_sizes(attributes: dict[str, Fact]) -> None:
     """
     renamed: dict[Symbol, Dim] = {}
     for attribute, fact in attributes.items():
-        symbol = _single_symbol(fact.dim) if isinstance(fact, IntFact) else None
+        symbol = fact.dim.single_symbol if isinstance(fact, IntFact) else None
         if symbol is not None:
             renamed.setdefault(symbol, Dim.symbol(f"self.{attribute}"))
     _substitute_sizes(attributes, renamed)
@@ -729,12 +729,6 @@ def _name_sizes(attributes: dict[str, Fact]) -> None:
             [atom] = fact.dim.factors
             if isinstance(atom, Quotient) and not atom.label:
                 attributes[attribute] = IntFact(Dim.of(replace(atom, label=f"self.{attribute}")))
-
-
-def _single_symbol(dim: Dim) -> Symbol | None:
-    if dim.coefficient == 1 and len(dim.factors) == 1 and isinstance(dim.factors[0], Symbol):
-        return dim.factors[0]
-    return None
 
 
 def _substitute_sizes(attributes: dict[str, Fact], mapping: dict[Symbol, Dim]) -> None:

@@ -116,19 +116,25 @@ class Dim:
         return Dim(1, (Symbol(axis, next(_serials), unnamed=True, nameable=nameable),))
 
     @property
+    def single_symbol(self) -> Symbol | None:
+        """The one symbol this size is (``B``, ``x.shape[1]``, ``?``), no product, multiple or
+        quotient of it; ``None`` otherwise."""
+        if self.coefficient == 1 and len(self.factors) == 1:
+            atom = self.factors[0]
+            return atom if isinstance(atom, Symbol) else None
+        return None
+
+    @property
     def is_unnamed(self) -> bool:
         """Just one unnamed size (``x.shape[1]``), no product or sum of it."""
-        return (
-            self.coefficient == 1
-            and len(self.factors) == 1
-            and isinstance(self.factors[0], Symbol)
-            and self.factors[0].unnamed
-        )
+        symbol = self.single_symbol
+        return symbol is not None and symbol.unnamed
 
     @property
     def is_nameable(self) -> bool:
         """One unnamed size an unpacking may name (an axis a use showed to exist)."""
-        return self.is_unnamed and self.factors[0].nameable  # type: ignore[union-attr]
+        symbol = self.single_symbol
+        return symbol is not None and symbol.unnamed and symbol.nameable
 
     @property
     def value(self) -> int | None:

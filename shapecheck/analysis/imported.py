@@ -430,7 +430,7 @@ class ProjectScope:
         else:
             return None
         if name.rpartition(".")[2][:1].isupper():
-            worth = caller.function_name == "__init__"
+            worth = caller.in_constructor
         else:
             worth = any(_a_tensor(fact) for fact, _ in [*args, *kwargs.values()])
         if not worth:
@@ -627,7 +627,7 @@ class ProjectScope:
         ``Head(64, 16)``), a model of the class built from ``__init__`` with them, so its
         ``forward`` computes in the caller's sizes; otherwise the class's one model. A class
         of the checked module so built is one of its :attr:`constructions`."""
-        if caller.record and caller.function_name == "__init__" and caller.class_model:
+        if caller.record and caller.in_constructor and caller.class_model:
             # ``__init__`` read again as a function: its class's model, built first, already
             # holds the layers the methods use
             return InstanceFact(cls.name)

@@ -309,8 +309,8 @@ class Interpreter:
         self.bindings: list[tuple[ast.AST, str, Fact]] = []
         self.divisions: list[tuple[str, str]] = []
         """``a // b`` of plain names, as written."""
-        self.function_name = ""
         self.function: FunctionNode | None = None
+        """The function interpreted (``None``: the module's top-level code)."""
         self.annotation_sizes = Bindings()
         """jaxtyping dimension names (and ``*names``) bound by the parameters' annotations."""
         self.return_spec: ShapeSpec | None = None
@@ -332,6 +332,11 @@ class Interpreter:
         self.call_sites: list[tuple[FunctionNode, dict[str, Fact] | None]] = []
         """Arguments at each call of a module function, for ``ModuleContext.call_sites`` once
         this interpretation is the one kept (see ``read_again``)."""
+
+    @property
+    def in_constructor(self) -> bool:
+        """Interpreting an ``__init__``."""
+        return self.function is not None and self.function.name == "__init__"
 
     # --- OpContext -------------------------------------------------------------------------
 
@@ -394,7 +399,7 @@ class Interpreter:
     ) -> Fact:
         """Interpret ``node``'s body; ``arguments`` overrides the parameters' facts, and
         ``shown`` gives parameters the rank their uses showed (see ``read_again``)."""
-        self.function_name, self.function = node.name, node
+        self.function = node
         self.rebound_elsewhere = self.context.rebound_elsewhere(node)
         constructor = node.name == "__init__"
         for param in parameters(node):
@@ -1135,7 +1140,7 @@ class Interpreter:
         """Remember a division of named sizes, for SC502."""
         if isinstance(node.left, ast.Name) and isinstance(node.right, ast.Name):
             self.divisions.append((node.left.id, node.right.id))
-        constructor = self.function_name == "__init__"
+        constructor = self.in_constructor
         self.observe(SizeDivision(node, _names_in(node.left), _names_in(node.right), constructor))
 
     def _shape_spec(self, annotation: ast.expr) -> ShapeSpec | None:

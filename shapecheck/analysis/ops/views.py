@@ -6,7 +6,7 @@ import ast
 import re
 from dataclasses import replace
 
-from shapecheck.analysis.dims import Dim, Symbol, product
+from shapecheck.analysis.dims import Dim, product
 from shapecheck.analysis.facts import (
     UNKNOWN,
     AxisOp,
@@ -105,12 +105,7 @@ def _target_shape(receiver: TensorFact, sizes: list[Dim | None]) -> tuple[Dim, .
 
 def _of_unknown_value(size: Dim) -> bool:
     """``?`` itself (a number callers disagree on), not a size with an unknown part."""
-    return (
-        size.coefficient == 1
-        and len(size.factors) == 1
-        and isinstance(size.factors[0], Symbol)
-        and size.has_unknown
-    )
+    return size.single_symbol is not None and size.has_unknown
 
 
 def _view_like(call: OpCall, sizes: list[Dim | None] | None, *, copies: bool) -> Fact:
