@@ -85,6 +85,11 @@ class OpCall:
             return argument[0].dim.value
         return None
 
+    def size_arg(self, index: int | None, keyword: str | None = None) -> Dim | None:
+        """The size an argument gives (``None``: not given, ``-1``, or not readable as one)."""
+        argument = self.get(index, keyword)
+        return self.context.size(*argument) if argument is not None else None
+
     def tensor_arg(self, index: int | None, keyword: str | None = None) -> TensorFact | None:
         argument = self.get(index, keyword)
         if argument is None:

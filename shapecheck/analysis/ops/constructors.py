@@ -158,10 +158,7 @@ def parameter(call: OpCall) -> Fact:
 
 @function_op("torch.nn.Linear")
 def linear_constructor(call: OpCall) -> Fact:
-    sizes = [call.get(0, "in_features"), call.get(1, "out_features")]
-    in_features, out_features = (
-        call.context.size(*argument) if argument is not None else None for argument in sizes
-    )
+    in_features, out_features = call.size_arg(0, "in_features"), call.size_arg(1, "out_features")
     return ModuleFact("torch.nn.Linear", in_features=in_features, out_features=out_features)
 
 
@@ -196,8 +193,7 @@ def multihead_attention_constructor(call: OpCall) -> Fact:
 
 @function_op("torch.nn.Embedding")
 def embedding_constructor(call: OpCall) -> Fact:
-    sizes = [call.get(0, "num_embeddings"), call.get(1, "embedding_dim")]
-    count, width = (call.context.size(*argument) if argument else None for argument in sizes)
+    count, width = call.size_arg(0, "num_embeddings"), call.size_arg(1, "embedding_dim")
     return ModuleFact("torch.nn.Embedding", in_features=count, out_features=width)
 
 
@@ -231,11 +227,7 @@ def one_hot(call: OpCall) -> Fact:
     indices = call.tensor_arg(0, "tensor")
     if indices is None or indices.shape is None:
         return new_tensor(None, call.node, indices, dtype="int64")
-    classes = call.get(1, "num_classes")
-    length = call.context.size(*classes) if classes is not None else None
-    if length is not None and length.value == -1:
-        length = None
-    shape = (*indices.shape, length or Dim.symbol("?"))
+    shape = (*indices.shape, call.size_arg(1, "num_classes") or Dim.symbol("?"))
     return new_tensor(shape, call.node, indices, dtype="int64")
 
 
@@ -244,9 +236,7 @@ def multinomial(call: OpCall) -> Fact:
     """``torch.multinomial(probs, n)``: ``n`` indices drawn from each row of the last axis,
     int64."""
     probs = call.receiver
-    samples = call.get(0, "num_samples")
-    length = call.context.size(*samples) if samples is not None else None
     if probs.shape is None:
         return new_tensor(None, call.node, probs, dtype="int64")
-    shape = (*probs.shape[:-1], length or Dim.symbol("?"))
+    shape = (*probs.shape[:-1], call.size_arg(0, "num_samples") or Dim.symbol("?"))
     return new_tensor(shape, call.node, probs, dtype="int64")

@@ -36,10 +36,7 @@ Setting = Dim | str | None
 @function_op(*CONVOLUTIONS)
 def convolution_constructor(call: OpCall) -> Fact:
     rank = CONVOLUTIONS[call.name]
-    sizes = [call.get(0, "in_channels"), call.get(1, "out_channels")]
-    in_channels, out_channels = (
-        call.context.size(*argument) if argument is not None else None for argument in sizes
-    )
+    in_channels, out_channels = call.size_arg(0, "in_channels"), call.size_arg(1, "out_channels")
     kernel = _per_axis(call, 2, "kernel_size", rank, None)
     stride = _per_axis(call, 3, "stride", rank, Dim.constant(1))
     padding = _per_axis(call, 4, "padding", rank, Dim.constant(0))

@@ -138,8 +138,7 @@ def ranked(call: OpCall) -> Fact:
     top = call.name.removeprefix("torch.") == "topk"
     position = 1 if top else 0
     axis = -1 if call.get(position, "dim") is None else call.int_arg(position, "dim")
-    k = call.get(0, "k") if top else None
-    length = call.context.size(*k) if k is not None else None
+    length = call.size_arg(0, "k") if top else None
     receiver, shape = call.receiver, None
     if (
         receiver.shape is not None
