@@ -19,12 +19,12 @@ from shapecheck.source import Lines
 
 
 class ConcreteTree:
-    """One top-level statement as libcst parses it (libcst is slow: a fix needs no more), and
-    the way from an ``ast`` node there to the same code in the concrete tree."""
+    """One statement as libcst parses it (libcst is slow: a fix needs no more), and the way
+    from an ``ast`` node there to the same code in the concrete tree."""
 
-    def __init__(self, module: cst.Module, lines: Lines, first_line: int) -> None:
+    def __init__(self, module: cst.Module, lines: Lines, first_line: int, column: int) -> None:
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-        self._shift = first_line - 1
+        self._first_line, self._column = first_line, column
         self._positions: Mapping[cst.CSTNode, CodeRange] = wrapper.resolve(PositionProvider)
         self._lines = lines
         self._expressions = {
@@ -34,17 +34,21 @@ class ConcreteTree:
         }
 
     @classmethod
-    def parse(cls, lines: Lines, first_line: int, last_line: int) -> ConcreteTree | None:
-        """The statement on lines ``first_line`` to ``last_line``; ``None`` for code libcst
-        cannot read (it then gets no fix)."""
-        text = "".join(lines.lines[first_line - 1 : last_line])
+    def parse(
+        cls, lines: Lines, first_line: int, column: int, last_line: int
+    ) -> ConcreteTree | None:
+        """The statement that starts at ``column`` of ``first_line`` (an indented one is read
+        from there) and ends on ``last_line``; ``None`` for code libcst cannot read (it then
+        gets no fix)."""
+        text = "".join([lines.lines[first_line - 1][column:], *lines.lines[first_line:last_line]])
         try:
-            return cls(cst.parse_module(text), lines, first_line)
+            return cls(cst.parse_module(text), lines, first_line, column)
         except (cst.ParserSyntaxError, RecursionError, MemoryError):
             return None
 
     def node(self, node: ast.AST) -> cst.BaseExpression | None:
-        """The expression covering exactly ``node``'s code (parentheses aside), if any."""
+        """The expression covering exactly ``node``'s code (parentheses aside), if any: none
+        outside the statement."""
         return self._expressions.get(self._lines.span(node))
 
     def edits(self, fix: Fix) -> list[TextEdit]:
@@ -66,8 +70,14 @@ class ConcreteTree:
         )
 
     def _span(self, where: CodeRange) -> tuple[int, int, int, int]:
+        """``where`` in the whole file: the first line's columns start at the statement's."""
         start, end = where.start, where.end
-        return start.line + self._shift, start.column, end.line + self._shift, end.column
+        return (
+            start.line + self._first_line - 1,
+            start.column + (self._column if start.line == 1 else 0),
+            end.line + self._first_line - 1,
+            end.column + (self._column if end.line == 1 else 0),
+        )
 
 
 def _comments(node: cst.CSTNode) -> list[str]:

@@ -3,8 +3,9 @@
 The analysis reads Python's ``ast``; fixes are written on libcst's concrete tree, which keeps
 every parenthesis, comma and space. A rule decides on the ``ast`` side whether there is one
 right rewrite and attaches a :data:`FixRecipe` to its :class:`~shapecheck.rule.Violation`;
-given the :class:`~shapecheck.concrete.ConcreteTree` of the top-level statement that holds the
-finding (libcst is loaded, and that statement parsed, only then), the recipe returns a
+given the :class:`~shapecheck.concrete.ConcreteTree` of the simple statement that holds the
+finding (the top-level statement where no simple statement does: a compound statement's
+header, a decorator; libcst is loaded, and that statement parsed, only then), the recipe returns a
 :class:`Fix`. The tree turns its replacements into text edits at the nodes' positions
 (``shapecheck.diagnostics.TextEdit``) and ``shapecheck.fixer`` applies them. A replacement
 covers a node's own text, not the parentheses around it: those stay, so ``(q @ k)`` scaled

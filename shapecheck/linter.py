@@ -8,9 +8,9 @@ import io
 import itertools
 import sys
 import tokenize
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from shapecheck.analysis import ModuleAnalysis, analyse, definitions
 from shapecheck.diagnostics import (
@@ -212,23 +212,29 @@ def _diagnostics(
 
 
 class _Fixes:
-    """Rules' fix recipes made into text edits. libcst parses only the top-level statements
-    that hold a fix, each once when asked in the order of the code: only the last one's
-    concrete tree is kept (all of them would grow the heap that every garbage collection
-    walks with the number of fixes)."""
+    """Rules' fix recipes made into text edits. libcst parses only the code that holds a fix:
+    the simple statement around it, or the top-level statement where the fix is in no simple
+    statement (a compound statement's header, a decorator). Each is parsed once when asked in
+    the order of the code, and only the last one of each kind is kept (all of them would grow
+    the heap that every garbage collection walks with the number of fixes)."""
 
     def __init__(self, source: Source, lines: Lines, imports: dict[str, str]) -> None:
         self.lines, self.imports = lines, imports
         self.module = source.module
         self._statements = [(_first_line(s), s.end_lineno or s.lineno) for s in source.module.body]
         self._lasts = [last for _, last in self._statements]
-        self._region: tuple[int, int] | None = None
-        self._region_tree: ConcreteTree | None = None
+        # the last tree parsed of each kind: a simple statement, a top-level one
+        self._trees: dict[bool, tuple[tuple[int, int, int], ConcreteTree | None]] = {}
         self._places: dict[str, tuple[int, bool, bool]] = {}
 
     def edits(self, recipe: FixRecipe, node: ast.AST) -> FixEdits | None:
-        tree = self._tree(self.lines.span(node)[0])
+        index = bisect.bisect_left(self._lasts, cast(ast.expr, node).lineno)
+        top_level = self.module.body[index] if index < len(self._statements) else None
+        tree = self._statement_tree(top_level, node) if top_level is not None else None
         fix = recipe(tree) if tree is not None else None
+        if tree is None:  # in a compound statement's header, or a decorator
+            tree = self._top_level_tree(index, node)
+            fix = recipe(tree) if tree is not None else None
         if fix is None or tree is None:
             return None
         edits = tree.edits(fix)
@@ -255,17 +261,72 @@ class _Fixes:
         text = f"{statement}{newline}{newline if blank_after else ''}"
         return TextEdit(line, 1, line, 1, text)
 
-    def _tree(self, line: int) -> ConcreteTree | None:
-        from shapecheck.concrete import ConcreteTree  # libcst: only for files with fixes
+    def _statement_tree(self, top_level: ast.stmt, node: ast.AST) -> ConcreteTree | None:
+        """The simple statement holding ``node`` (libcst's parse and positions cost as much
+        as the code they cover: a class of hundreds of lines for one name otherwise)."""
+        statement: ast.stmt | None = top_level
+        while statement is not None and isinstance(statement, _COMPOUND):
+            statement = next(
+                (inner for inner in _statements_in(statement) if _holds(inner, node)), None
+            )
+        if statement is None or not _holds(statement, node):
+            return None
+        line, column, end_line, _ = self.lines.span(statement)
+        return self._parsed((line, column, end_line), top_level=False)
 
-        # the first top-level statement ending at or after the line, if it holds it
-        index = bisect.bisect_left(self._lasts, line)
+    def _top_level_tree(self, index: int, node: ast.AST) -> ConcreteTree | None:
+        """The first top-level statement ending at or after the node's line, if it holds it."""
+        line = cast(ast.expr, node).lineno
         region = self._statements[index] if index < len(self._statements) else None
         if region is None or line < region[0]:
             return None
-        if region != self._region:
-            self._region, self._region_tree = region, ConcreteTree.parse(self.lines, *region)
-        return self._region_tree
+        return self._parsed((region[0], 0, region[1]), top_level=True)
+
+    def _parsed(self, region: tuple[int, int, int], *, top_level: bool) -> ConcreteTree | None:
+        from shapecheck.concrete import ConcreteTree  # libcst: only for files with fixes
+
+        last = self._trees.get(top_level)
+        if last is None or last[0] != region:
+            last = self._trees[top_level] = region, ConcreteTree.parse(self.lines, *region)
+        return last[1]
+
+
+def _statements_in(statement: ast.stmt) -> Iterator[ast.stmt]:
+    """The statements a compound statement holds, in its clauses and handlers too."""
+    for child in ast.iter_child_nodes(statement):
+        if isinstance(child, ast.stmt):
+            yield child
+        elif isinstance(child, ast.excepthandler | ast.match_case):
+            yield from (
+                inner for inner in ast.iter_child_nodes(child) if isinstance(inner, ast.stmt)
+            )
+
+
+def _holds(statement: ast.stmt, node: ast.AST) -> bool:
+    """Does ``statement``'s code cover ``node``'s (positions as ``ast`` gives them)?"""
+    held = cast(ast.expr, node)
+    return (statement.lineno, statement.col_offset) <= (held.lineno, held.col_offset) and (
+        held.end_lineno or held.lineno,
+        held.end_col_offset or 0,
+    ) <= (statement.end_lineno or statement.lineno, statement.end_col_offset or 0)
+
+
+# statements that hold others, whose clauses' indentation a slice from their first column
+# would not keep
+_COMPOUND = (
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.If,
+    ast.For,
+    ast.AsyncFor,
+    ast.While,
+    ast.With,
+    ast.AsyncWith,
+    ast.Try,
+    ast.TryStar,
+    ast.Match,
+)
 
 
 def _first_line(statement: ast.stmt) -> int:

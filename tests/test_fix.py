@@ -226,6 +226,30 @@ def test_columns_count_characters_and_fixes_reach_decorated_statements(
     assert model.read_text() == source.replace(".view(", ".contiguous().view(")
 
 
+def test_fixes_are_written_in_nested_statements_and_compound_headers(
+    cli: Cli, write: Write
+) -> None:
+    """libcst reads only the simple statement that holds a fix, from its own column (a line
+    continued at less indentation is still inside it), or the whole top-level statement where
+    the fix is in a compound statement's header."""
+    source = (
+        "import torch\n\n\n"
+        "class Merge(torch.nn.Module):\n"
+        "    def forward(self, attn_out):\n"
+        "        batch, heads, seq, head_dim = attn_out.shape\n"
+        "        if attn_out.transpose(1, 2).view(batch, seq, heads * head_dim).sum() > 0:\n"
+        "            merged = attn_out.transpose(1, 2).view(\n"
+        "    batch, seq, heads * head_dim\n"
+        "            )\n"
+        "            return merged\n"
+        "        return attn_out\n"
+    )
+    model = write("model.py", source)
+    assert cli("model.py").output.count(" SC101 [*] ") == 2
+    cli("--fix", "model.py")
+    assert model.read_text() == source.replace(".view(", ".contiguous().view(")
+
+
 # --- --show-fixes, --fix-only, --exit-non-zero-on-fix (as ruff has them) ----------------------
 
 
