@@ -10,6 +10,7 @@ import pytest
 from shapecheck.analysis import analyse
 from shapecheck.analysis.dims import Dim, format_shape
 from shapecheck.analysis.facts import IntFact, TensorFact
+from shapecheck.analysis.interpreter import may_declare
 from shapecheck.analysis.layout import Layout, faithful_order, plan_view
 from shapecheck.linter import lint_source
 from shapecheck.rule import all_rules
@@ -1885,3 +1886,29 @@ def test_talking_heads_between_named_sizes_keep_the_scores() -> None:
     assert not [code for _, code in findings(source) if code == "SC303"]
     wrong_axis = source.replace("attn.softmax(dim=-1)", "attn.softmax(dim=1)")
     assert (17, "SC303") in findings(wrong_axis)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "def f():\n    global x\n    x = 1\n",
+        "def f(): global x\n",
+        "def f():\n    y = 1; global x\n",
+        "def f():\n    y = 1 ;nonlocal x\n",
+        "def f():\n\tif y: global x\n",
+        "def f():\n    try: nonlocal x\n    finally: pass\n",
+        "def f():\n    y = 1; \\\n  global x\n",
+        "def f():\n\x0c    nonlocal x\n",
+        "global_pool = 1\nx = global_pool; y = (1 if x else 2)\n",
+        "self_nonlocal = 1  # global average pooling\n",
+        "def f(x): return x.global_pool\n",
+    ],
+)
+def test_a_declaration_is_found_wherever_a_statement_may_start(source: str) -> None:
+    """The text test that spares the walk for ``nonlocal``/``global`` must never miss one
+    (the analysis would keep a fact a nested function rebinds), and should pass over names
+    that merely contain the word."""
+    declared = any(
+        isinstance(node, ast.Global | ast.Nonlocal) for node in ast.walk(ast.parse(source))
+    )
+    assert may_declare(source) == declared

@@ -2157,8 +2157,13 @@ def _annotated(annotation: ast.expr, param: ast.arg) -> Fact:
 
 
 def may_declare(text: str) -> bool:
-    """Whether a module's text may hold a ``global`` or ``nonlocal`` statement."""
-    return "nonlocal" in text or "global" in text
+    """Whether a module's text may hold a ``global`` or ``nonlocal`` statement: the keyword
+    where a statement starts (a line's start, after ``;`` or a one-line clause's ``:``), not
+    within a name (timm's ``global_pool`` is in most of its modules)."""
+    return _DECLARATION.search(text) is not None
+
+
+_DECLARATION = re.compile(r"(?:^|[;:])[ \t\f]*(?:global|nonlocal)\b", re.MULTILINE)
 
 
 _IDENTITY_TESTS = (ast.Is, ast.IsNot, ast.In, ast.NotIn)
