@@ -58,6 +58,16 @@ def test_a_file_level_noqa_counts_anywhere_on_a_line_of_its_own() -> None:
     assert _found(BOTH + "# ShapeCheck: NOQA\n") == []
 
 
+@pytest.mark.parametrize("directive", ["# NoQA: SC101", "# SHAPECHECK: ignore[SC101]", "# noqa"])
+def test_a_directive_in_any_case_is_read(directive: str) -> None:
+    """The quick test for files that hold no directive must not pass over one written in
+    another case, even with a letter only Unicode's case folding takes for ASCII (the Kelvin
+    sign, which the directives' ``re.IGNORECASE`` reads as ``k``)."""
+    kelvin = directive.replace("K", "\N{KELVIN SIGN}").replace("k", "\N{KELVIN SIGN}")
+    for written in (directive, kelvin):
+        assert _found(BOTH.replace(VIEW_LINE, f"{VIEW_LINE}  {written}")) == [(12, "SC301")]
+
+
 def test_a_file_level_noqa_after_code_is_no_directive() -> None:
     """As in ruff: after code it silences nothing, not even its own line."""
     after_code = BOTH.replace(VIEW_LINE, VIEW_LINE + "  # shapecheck: noqa")
