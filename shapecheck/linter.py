@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, cast
 
 from shapecheck.analysis import ModuleAnalysis, analyse, definitions
+from shapecheck.analysis.imports import COMPOUND_STATEMENTS
 from shapecheck.diagnostics import (
     Diagnostic,
     FileResult,
@@ -265,7 +266,7 @@ class _Fixes:
         """The simple statement holding ``node`` (libcst's parse and positions cost as much
         as the code they cover: a class of hundreds of lines for one name otherwise)."""
         statement: ast.stmt | None = top_level
-        while statement is not None and isinstance(statement, _COMPOUND):
+        while statement is not None and isinstance(statement, COMPOUND_STATEMENTS):
             statement = next(
                 (inner for inner in _statements_in(statement) if _holds(inner, node)), None
             )
@@ -309,24 +310,6 @@ def _holds(statement: ast.stmt, node: ast.AST) -> bool:
         held.end_lineno or held.lineno,
         held.end_col_offset or 0,
     ) <= (statement.end_lineno or statement.lineno, statement.end_col_offset or 0)
-
-
-# statements that hold others, whose clauses' indentation a slice from their first column
-# would not keep
-_COMPOUND = (
-    ast.FunctionDef,
-    ast.AsyncFunctionDef,
-    ast.ClassDef,
-    ast.If,
-    ast.For,
-    ast.AsyncFor,
-    ast.While,
-    ast.With,
-    ast.AsyncWith,
-    ast.Try,
-    ast.TryStar,
-    ast.Match,
-)
 
 
 def _first_line(statement: ast.stmt) -> int:

@@ -73,7 +73,7 @@ def collect_imports(module: ast.Module) -> dict[str, str]:
     return aliases
 
 
-_COMPOUND = (
+COMPOUND_STATEMENTS = (
     ast.FunctionDef,
     ast.AsyncFunctionDef,
     ast.ClassDef,
@@ -97,7 +97,7 @@ def statements(
     too, with ``definitions``), each with whether it sits in an ``except`` handler."""
     for statement in body:
         yield statement, fallback
-        if not isinstance(statement, _COMPOUND) or (
+        if not isinstance(statement, COMPOUND_STATEMENTS) or (
             not definitions
             and isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
         ):
@@ -110,7 +110,7 @@ def statements(
 
 def nested_blocks(statement: ast.stmt) -> Iterator[list[ast.stmt]]:
     """The statement lists a compound statement holds (bodies, branches, handlers, cases)."""
-    if not isinstance(statement, _COMPOUND):
+    if not isinstance(statement, COMPOUND_STATEMENTS):
         return  # most statements: asked of every one, in every walk
     for name in ("body", "orelse", "finalbody"):
         block = getattr(statement, name, None)
