@@ -153,6 +153,40 @@ def test_soft_capped_scores_are_still_the_scores(dim: str, found: list[str]) -> 
     assert findings(body, "-1") == found
 
 
+@pytest.mark.parametrize(("scale", "found"), [(" * self.scale", []), ("", ["SC301"])])
+def test_a_soft_cap_keeps_the_scale_of_the_scores(scale: str, found: list[str]) -> None:
+    """``tanh(scores / c) * c`` undoes its division: the capped scores are as scaled as the
+    scores were, whatever ``c`` is (gemma's ``softcap`` parameter)."""
+    body = QKV + (
+        f"scores = q @ k.transpose(-2, -1){scale}\n"
+        "if self.softcap is not None:\n"
+        "    scores = scores / self.softcap\n"
+        "    scores = torch.tanh(scores)\n"
+        "    scores = scores * self.softcap\n"
+        "weights = scores.softmax(dim=-1)\n"
+    )
+    assert findings(body, "-1") == found
+
+
+@pytest.mark.parametrize(
+    ("scale", "dim", "found"),
+    [(" * self.scale", "-1", []), ("", "-1", ["SC301"]), (" * self.scale", "1", ["SC303"])],
+)
+def test_scores_joined_to_attention_sinks_are_still_the_scores(
+    scale: str, dim: str, found: list[str]
+) -> None:
+    """GPT-OSS and MiMo: ``cat([scores, sinks], dim=-1)``, on some branches only, before the
+    softmax; the sinks are learned logits of one more key."""
+    body = QKV + (
+        f"scores = q @ k.transpose(-2, -1){scale}\n"
+        "if self.sinks is not None:\n"
+        "    sinks = self.sinks.reshape(1, -1, 1, 1).expand(b, -1, n, -1)\n"
+        "    scores = torch.cat([scores, sinks], dim=-1)\n"
+        f"weights = scores.softmax(dim={dim})\n"
+    )
+    assert findings(body, "-1") == found
+
+
 def test_einsum_operands_may_come_in_one_list() -> None:
     """cvt: ``torch.einsum("bhlk,bhtk->bhlt", [query, key])``."""
     body = QKV + (

@@ -45,6 +45,7 @@ from shapecheck.analysis.facts import (
     ModuleFact,
     NoneFact,
     Partial,
+    Product,
     QualifiedName,
     TensorFact,
     TupleFact,
@@ -385,4 +386,17 @@ def _join_tensors(left: TensorFact, right: TensorFact) -> TensorFact:
         merged["unknown_rank"] = Unknown("conflict")  # both ranks known, and different
     elif merged["shape"] is not None:
         merged["unknown_rank"] = None
+    if merged["product"] is None:
+        merged["product"] = _over_either_keys(left.product, right.product, merged["shape"])
     return TensorFact(**merged)
+
+
+def _over_either_keys(
+    left: Product | None, right: Product | None, shape: tuple[Dim, ...] | None
+) -> Product | None:
+    """One product whose scores one branch joined to other keys' logits (MiMo's optional
+    attention sinks): that product, over as many keys as the joined shape says."""
+    if left is None or right is None or dataclasses.replace(left, key_size=right.key_size) != right:
+        return None
+    key_size = shape[left.key_axis] if shape is not None and len(shape) >= -left.key_axis else None
+    return dataclasses.replace(left, key_size=key_size)

@@ -621,7 +621,9 @@ def unbound(tensor: TensorFact, position: int, origin: ast.AST) -> TensorFact:
 @function_op(*torch_names("cat", "concat", "concatenate", "stack"))
 def concatenate(call: OpCall) -> Fact:
     """``cat`` keeps the rank of its inputs (all equal at run time); ``stack`` adds one.
-    The values are the inputs' own: scaled alike if every input is."""
+    The values are the inputs' own: scaled alike if every input is. Attention scores joined
+    to logits of other keys stay the scores, scaled as they were (see
+    ``_scores_over_more_keys``)."""
     first = call.get(0, "tensors")
     tensors = (
         [as_tensor(item) for item in first[0].items]
@@ -632,6 +634,9 @@ def concatenate(call: OpCall) -> Fact:
     scalings = {tensor.scaling if tensor is not None else None for tensor in tensors}
     scaling = scalings.pop() if len(scalings) == 1 else None
     shape = _concatenated_shape(call, shapes, complete=len(shapes) == len(tensors))
+    scores = _scores_over_more_keys(call, tensors, shape)
+    if scores is not None:
+        scaling = scores.scaling
     # phases joined to themselves (``cat((freqs, freqs), dim=-1)``) are still phases
     positions = [tensor.positions if tensor is not None else None for tensor in tensors]
     phases = positions[0] if positions and None not in positions else None
@@ -640,9 +645,29 @@ def concatenate(call: OpCall) -> Fact:
         call.node,
         *tensors,
         scaling=scaling,
+        product=scores.product if scores is not None else None,
         positions=phases,
         cached=call.node if _grows_a_cache(call, first) else None,
     )
+
+
+def _scores_over_more_keys(
+    call: OpCall, tensors: list[TensorFact | None], shape: tuple[Dim, ...] | None
+) -> TensorFact | None:
+    """Attention scores joined along their keys' axis to logits of other keys (GPT-OSS's and
+    MiMo's attention sinks, ``cat([scores, sinks], dim=-1)``): those scores, whose product
+    the softmax still reads, over more keys; the learned logits need no scale of theirs."""
+    scores = [tensor for tensor in tensors if tensor is not None and tensor.product is not None]
+    if call.name == "torch.stack" or len(scores) != 1 or not scores[0].is_scores:
+        return None
+    product, axis = scores[0].product, call.int_arg(1, "dim")
+    rank = scores[0].rank if shape is None or scores[0].rank == len(shape) else None
+    if rank is not None and axis is not None and -rank <= axis < rank:
+        axis -= rank if axis >= 0 else 0  # counted from the end, as the keys' axis is
+    if product is None or axis != product.key_axis:
+        return None
+    key_size = shape[axis] if shape is not None and rank is not None else None
+    return replace(scores[0], product=replace(product, key_size=key_size))
 
 
 _CACHE = re.compile(r"cache|past|prev|memor", re.IGNORECASE)
