@@ -187,6 +187,23 @@ def test_scores_joined_to_attention_sinks_are_still_the_scores(
     assert findings(body, "-1") == found
 
 
+def test_padded_keys_cut_into_windows_are_the_keys_values() -> None:
+    """timm's halo attention: keys padded (``F.pad``) and cut into overlapping windows
+    (``unfold``) hold the keys' values, unscaled, so scores of them that nothing scales are
+    seen."""
+    body = QKV + (
+        "padded = F.pad(k, [1, 1, 2, 2])\n"
+        "windows = padded.unfold(2, 3, 1)\n"
+        "scores = q.unsqueeze(-2) @ windows.transpose(-1, -2)\n"
+        "weights = scores.softmax(dim=-1)\n"
+    )
+    facts = bindings(body)
+    assert facts["padded"].scaling == facts["windows"].scaling == ()
+    windows = bindings(QKV + "windows = k.unfold(2, 3, 1)\n")["windows"]
+    assert format_shape(windows.shape) == "[b, self.heads, ?, dim_head, 3]"
+    assert findings(body, "-1") == ["SC301"]
+
+
 def test_einsum_operands_may_come_in_one_list() -> None:
     """cvt: ``torch.einsum("bhlk,bhtk->bhlt", [query, key])``."""
     body = QKV + (

@@ -45,6 +45,7 @@ from shapecheck.analysis.ops import (
     OpContext,
     as_tensor,
     function_op,
+    functional_names,
     kept_contiguous,
     new_tensor,
     tensor_op,
@@ -476,6 +477,38 @@ def squeeze(call: OpCall) -> Fact:
         shape=receiver.shape[:position] + receiver.shape[position + 1 :],
         layout=layout.with_axis_removed(position) if layout else None,
         origin=call.node,
+    )
+
+
+@tensor_op("unfold")
+def unfold(call: OpCall) -> Fact:
+    """``x.unfold(dimension, size, step)``: a view of the windows of ``size`` entries along
+    ``dimension``, ``step`` apart (halo attention's overlapping windows of keys): that axis
+    counts the windows, a new last axis runs along each; the values are the receiver's."""
+    receiver = call.receiver
+    axis, window = call.int_arg(0, "dimension"), call.size_arg(1, "size")
+    position = receiver.normalise_axis(axis) if axis is not None else None
+    if receiver.shape is None or position is None:
+        return unknown_shape(call)
+    windows = (*receiver.shape[:position], Dim.symbol("?"), *receiver.shape[position + 1 :])
+    shape = (*windows, window if window is not None else Dim.symbol("?"))
+    return flow(receiver, Family.VIEW, shape=shape, layout=None, origin=call.node)
+
+
+@tensor_op(functions=functional_names("pad"))
+def pad(call: OpCall) -> Fact:
+    """``F.pad(x, [left, right, ...])``: a new tensor of the input's values, scaled as they
+    were, and the fill around them. Its shape is left unknown: Transformer-XL's relative
+    shift pads the scores by a column and reads them back in sizes of its choosing, which
+    name no axis (see ``TensorFact.resized``)."""
+    receiver = call.receiver
+    return new_tensor(
+        None,
+        call.node,
+        receiver,
+        scaling=receiver.scaling,
+        dtype=receiver.dtype,
+        rank_of=receiver.rank_of,
     )
 
 
