@@ -204,6 +204,43 @@ def test_padded_keys_cut_into_windows_are_the_keys_values() -> None:
     assert findings(body, "-1") == ["SC301"]
 
 
+CONV_NORM = """\
+import torch
+import torch.nn as nn
+
+
+class ConvNorm(nn.Sequential):
+    def __init__(self, in_channels, out_channels):
+        super().__init__({handed})
+        self.add_module("c", nn.Conv2d(in_channels, out_channels, 1, bias=False))
+        self.bn = nn.BatchNorm2d(out_channels)
+
+
+class Attention(nn.Module):
+    def __init__(self, dim, key_dim):
+        super().__init__()
+        self.key_dim = key_dim
+        self.qk = ConvNorm(dim, key_dim * 2)
+
+    def forward(self, x):
+        B, C, H, W = x.shape
+        q, k = torch.split(self.qk(x), [self.key_dim, self.key_dim], dim=1)
+        return (q.flatten(2).transpose(-2, -1) @ k.flatten(2)).softmax(dim=-1)
+"""
+
+
+@pytest.mark.parametrize(("handed", "found"), [("", ["SC301"]), ("nn.Identity()", [])])
+def test_a_sequential_subclass_applies_the_layers_it_registered(
+    handed: str, found: list[str]
+) -> None:
+    """SHViT's ``Conv2dNorm(nn.Sequential)``, built by ``add_module`` and assignments: a
+    call applies them in that order, a convolution then a norm, which scale nothing. Layers
+    handed to ``nn.Sequential.__init__`` come first, and are not followed."""
+    rules = [rule() for rule in all_rules()]
+    text = CONV_NORM.format(handed=handed)
+    assert [d.code for d in lint_source(text.encode(), "shvit.py", rules).diagnostics] == found
+
+
 def test_einsum_operands_may_come_in_one_list() -> None:
     """cvt: ``torch.einsum("bhlk,bhtk->bhlt", [query, key])``."""
     body = QKV + (
