@@ -241,6 +241,45 @@ def test_a_sequential_subclass_applies_the_layers_it_registered(
     assert [d.code for d in lint_source(text.encode(), "shvit.py", rules).diagnostics] == found
 
 
+POOLED_QUERIES = """\
+from collections import OrderedDict
+from functools import partial
+
+import torch.nn as nn
+
+
+class Attention(nn.Module):
+    def __init__(self, dim, key_dim, use_pool):
+        super().__init__()
+        self.scale = key_dim**-0.5
+        if use_pool:
+            sub_layer = partial(nn.AvgPool2d, kernel_size=3, padding=1)
+        else:
+            sub_layer = partial(nn.MaxPool2d, kernel_size=1)
+        self.q = nn.Sequential(
+            OrderedDict([("down", sub_layer(stride=2)), ("ln", nn.Conv2d(dim, key_dim, 1))])
+        )
+        self.k = nn.Conv2d(dim, key_dim, 1)
+
+    def forward(self, x):
+        B, C, H, W = x.shape
+        q, k = self.q(x).flatten(2), self.k(x).flatten(2)
+        return ((q.transpose(-2, -1) @ k){scale}).softmax(dim=-1)
+"""
+
+
+@pytest.mark.parametrize(("scale", "found"), [("", ["SC301"]), (" * self.scale", [])])
+def test_queries_pooled_by_a_chosen_layer_of_a_named_sequential(
+    scale: str, found: list[str]
+) -> None:
+    """LeViT's ``nn.Sequential(OrderedDict([("down", sub_layer(stride=stride)), ("ln",
+    ...)]))``, ``sub_layer`` a pooling chosen by a flag: the layers apply in order, either
+    pooling averages or picks values, which scales nothing."""
+    rules = [rule() for rule in all_rules()]
+    text = POOLED_QUERIES.format(scale=scale)
+    assert [d.code for d in lint_source(text.encode(), "levit.py", rules).diagnostics] == found
+
+
 def test_einsum_operands_may_come_in_one_list() -> None:
     """cvt: ``torch.einsum("bhlk,bhtk->bhlt", [query, key])``."""
     body = QKV + (

@@ -1533,11 +1533,22 @@ class Interpreter:
         project = self.context.project
         if project is not None and isinstance(callee, Unknown | QualifiedName):
             callee = project.called(self, callee, args, kwargs) or callee  # another file's
-        if isinstance(callee, Choice):  # what the results of every option share
-            results = [self._called(option, node, func, args, kwargs) for option in callee.options]
-            joined = functools.reduce(join, results)
-            return _uncertain(joined) if callee.uncertain else joined
+        if isinstance(callee, Choice):
+            return self._chosen_call(callee, node, func, args, kwargs)
         return self._called(callee, node, func, args, kwargs)
+
+    def _chosen_call(
+        self,
+        choice: Choice,
+        node: ast.Call,
+        func: ast.expr,
+        args: list[Argument],
+        kwargs: dict[str, Argument],
+    ) -> Fact:
+        """What the results of every option share."""
+        results = [self._called(option, node, func, args, kwargs) for option in choice.options]
+        joined = functools.reduce(join, results)
+        return _uncertain(joined) if choice.uncertain else joined
 
     def _called(
         self,
@@ -1629,7 +1640,10 @@ class Interpreter:
         result: Fact | None = None
         for index, stage in enumerate(sequential.stages):
             given = (args, kwargs) if index == 0 else ([(result or UNKNOWN, node)], {})
-            result = self._layer_call(stage, node, func, *given)
+            if isinstance(stage, Choice):
+                result = self._chosen_call(stage, node, func, *given)
+            else:
+                result = self._layer_call(stage, node, func, *given)
             if result is None:
                 return _unmodelled_call(node)
         result = result if result is not None else (args[0][0] if args else UNKNOWN)
