@@ -181,8 +181,10 @@ def sequential(call: OpCall) -> Fact:
     if len(stages) == 1 and isinstance(stages[0], TupleFact):
         named = stages[0].items  # OrderedDict([("down", ...), ("ln", ...)])
         pairs = [item for item in named if isinstance(item, TupleFact) and len(item.items) == 2]
-        stages = tuple(pair.items[1] for pair in pairs) if len(pairs) == len(named) else ()
-    if call.kwargs or not stages or not all(_applies_as_layer(stage) for stage in stages):
+        if len(pairs) != len(named):
+            return Unknown("call", call.name)
+        stages = tuple(pair.items[1] for pair in pairs)
+    if call.kwargs or not all(_applies_as_layer(stage) for stage in stages):
         return Unknown("call", call.name)
     return ModuleFact(call.name, stages=stages)
 
