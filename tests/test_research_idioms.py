@@ -153,6 +153,133 @@ def test_soft_capped_scores_are_still_the_scores(dim: str, found: list[str]) -> 
     assert findings(body, "-1") == found
 
 
+@pytest.mark.parametrize(("scale", "found"), [(" * self.scale", []), ("", ["SC301"])])
+def test_a_soft_cap_keeps_the_scale_of_the_scores(scale: str, found: list[str]) -> None:
+    """``tanh(scores / c) * c`` undoes its division: the capped scores are as scaled as the
+    scores were, whatever ``c`` is (gemma's ``softcap`` parameter)."""
+    body = QKV + (
+        f"scores = q @ k.transpose(-2, -1){scale}\n"
+        "if self.softcap is not None:\n"
+        "    scores = scores / self.softcap\n"
+        "    scores = torch.tanh(scores)\n"
+        "    scores = scores * self.softcap\n"
+        "weights = scores.softmax(dim=-1)\n"
+    )
+    assert findings(body, "-1") == found
+
+
+@pytest.mark.parametrize(
+    ("scale", "dim", "found"),
+    [(" * self.scale", "-1", []), ("", "-1", ["SC301"]), (" * self.scale", "1", ["SC303"])],
+)
+def test_scores_joined_to_attention_sinks_are_still_the_scores(
+    scale: str, dim: str, found: list[str]
+) -> None:
+    """GPT-OSS and MiMo: ``cat([scores, sinks], dim=-1)``, on some branches only, before the
+    softmax; the sinks are learned logits of one more key."""
+    body = QKV + (
+        f"scores = q @ k.transpose(-2, -1){scale}\n"
+        "if self.sinks is not None:\n"
+        "    sinks = self.sinks.reshape(1, -1, 1, 1).expand(b, -1, n, -1)\n"
+        "    scores = torch.cat([scores, sinks], dim=-1)\n"
+        f"weights = scores.softmax(dim={dim})\n"
+    )
+    assert findings(body, "-1") == found
+
+
+def test_padded_keys_cut_into_windows_are_the_keys_values() -> None:
+    """timm's halo attention: keys padded (``F.pad``) and cut into overlapping windows
+    (``unfold``) hold the keys' values, unscaled, so scores of them that nothing scales are
+    seen."""
+    body = QKV + (
+        "padded = F.pad(k, [1, 1, 2, 2])\n"
+        "windows = padded.unfold(2, 3, 1)\n"
+        "scores = q.unsqueeze(-2) @ windows.transpose(-1, -2)\n"
+        "weights = scores.softmax(dim=-1)\n"
+    )
+    facts = bindings(body)
+    assert facts["padded"].scaling == facts["windows"].scaling == ()
+    windows = bindings(QKV + "windows = k.unfold(2, 3, 1)\n")["windows"]
+    assert format_shape(windows.shape) == "[b, self.heads, ?, dim_head, 3]"
+    assert findings(body, "-1") == ["SC301"]
+
+
+CONV_NORM = """\
+import torch
+import torch.nn as nn
+
+
+class ConvNorm(nn.Sequential):
+    def __init__(self, in_channels, out_channels):
+        super().__init__({handed})
+        self.add_module("c", nn.Conv2d(in_channels, out_channels, 1, bias=False))
+        self.bn = nn.BatchNorm2d(out_channels)
+
+
+class Attention(nn.Module):
+    def __init__(self, dim, key_dim):
+        super().__init__()
+        self.key_dim = key_dim
+        self.qk = ConvNorm(dim, key_dim * 2)
+
+    def forward(self, x):
+        B, C, H, W = x.shape
+        q, k = torch.split(self.qk(x), [self.key_dim, self.key_dim], dim=1)
+        return (q.flatten(2).transpose(-2, -1) @ k.flatten(2)).softmax(dim=-1)
+"""
+
+
+@pytest.mark.parametrize(("handed", "found"), [("", ["SC301"]), ("nn.Identity()", [])])
+def test_a_sequential_subclass_applies_the_layers_it_registered(
+    handed: str, found: list[str]
+) -> None:
+    """SHViT's ``Conv2dNorm(nn.Sequential)``, built by ``add_module`` and assignments: a
+    call applies them in that order, a convolution then a norm, which scale nothing. Layers
+    handed to ``nn.Sequential.__init__`` come first, and are not followed."""
+    rules = [rule() for rule in all_rules()]
+    text = CONV_NORM.format(handed=handed)
+    assert [d.code for d in lint_source(text.encode(), "shvit.py", rules).diagnostics] == found
+
+
+POOLED_QUERIES = """\
+from collections import OrderedDict
+from functools import partial
+
+import torch.nn as nn
+
+
+class Attention(nn.Module):
+    def __init__(self, dim, key_dim, use_pool):
+        super().__init__()
+        self.scale = key_dim**-0.5
+        if use_pool:
+            sub_layer = partial(nn.AvgPool2d, kernel_size=3, padding=1)
+        else:
+            sub_layer = partial(nn.MaxPool2d, kernel_size=1)
+        self.q = nn.Sequential(
+            OrderedDict([("down", sub_layer(stride=2)), ("ln", nn.Conv2d(dim, key_dim, 1))])
+        )
+        self.k = nn.Conv2d(dim, key_dim, 1)
+
+    def forward(self, x):
+        B, C, H, W = x.shape
+        q, k = self.q(x).flatten(2), self.k(x).flatten(2)
+        return ((q.transpose(-2, -1) @ k){scale}).softmax(dim=-1)
+"""
+
+
+@pytest.mark.parametrize(("scale", "found"), [("", ["SC301"]), (" * self.scale", [])])
+def test_queries_pooled_by_a_chosen_layer_of_a_named_sequential(
+    scale: str, found: list[str]
+) -> None:
+    """LeViT's ``nn.Sequential(OrderedDict([("down", sub_layer(stride=stride)), ("ln",
+    ...)]))``, ``sub_layer`` a pooling chosen by a flag: the layers apply in order, either
+    pooling averages or picks values, which scales nothing."""
+    rules = [rule() for rule in all_rules()]
+    text = POOLED_QUERIES.format(scale=scale)
+    assert [d.code for d in lint_source(text.encode(), "levit.py", rules).diagnostics] == found
+
+
 def test_einsum_operands_may_come_in_one_list() -> None:
     """cvt: ``torch.einsum("bhlk,bhtk->bhlt", [query, key])``."""
     body = QKV + (

@@ -19,6 +19,7 @@ from shapecheck.analysis.dims import Dim, Quotient, Symbol, substitute
 from shapecheck.analysis.facts import (
     Fact,
     FunctionNode,
+    InstanceFact,
     IntFact,
     ModuleFact,
     Product,
@@ -35,7 +36,12 @@ from shapecheck.analysis.imported import (
     is_layer,
     reanchored,
 )
-from shapecheck.analysis.imports import call_name, collect_imports, dotted_name, nested_blocks
+from shapecheck.analysis.imports import (
+    call_name,
+    collect_imports,
+    imported_name,
+    nested_blocks,
+)
 from shapecheck.analysis.interpreter import (
     ClassModel,
     FunctionFacts,
@@ -221,12 +227,7 @@ class ModuleAnalysis:
     def imported_name(self, node: ast.expr) -> str | None:
         """What ``node`` (``nn.Module``, ``th.sqrt``) names through the imports, qualified
         (``torch.nn.Module``); ``None`` for anything else."""
-        name = dotted_name(node)
-        if name is None:
-            return None
-        head, _, rest = name.partition(".")
-        bound = self.imports.get(head)
-        return ".".join(filter(None, (bound, rest))) if bound is not None else None
+        return imported_name(node, self.imports)
 
     def is_module_class(self, cls: ast.ClassDef) -> bool:
         """Is ``cls`` an ``nn.Module``, as far as this file tells: one of its bases comes from
@@ -686,6 +687,9 @@ def _class_model(
     init = model.methods.get("__init__")
     if init is None or (project is not None and init in project.homes):
         return model  # (another file's __init__ built the attributes, in its own module)
+    sequential = "forward" not in model.methods and any(
+        imported_name(base, context.imports) == "torch.nn.Sequential" for base in node.bases
+    )
     interpreter = Interpreter(context, class_model=model, record=False)
     interpreter.inherit(init, globals_)
     try:
@@ -703,12 +707,27 @@ def _class_model(
             fact = IntFact(interpreter.symbols[source])  # self.h = h, h used as a size
         stored[key.removeprefix("self.")] = fact
     model.attributes.update(stored)
+    if sequential and not _hands_its_base_layers(init):
+        layers = (fact for fact in stored.values() if isinstance(fact, ModuleFact | InstanceFact))
+        model.layers = tuple(layers)
     _name_sizes(model.attributes)
     parameters = {param.arg for param in init.args.args}
     model.divisions = [
         (a, b) for a, b in interpreter.divisions if a in parameters and b in parameters
     ]
     return model
+
+
+def _hands_its_base_layers(init: FunctionNode) -> bool:
+    """Does ``__init__`` hand arguments to its base's (``super().__init__(*layers)``)? An
+    ``nn.Sequential`` then applies those layers before the ones stored on ``self``."""
+    return any(
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "__init__"
+        and bool(node.args or node.keywords)
+        for node in ast.walk(init)
+    )
 
 
 def _name_sizes(attributes: dict[str, Fact]) -> None:

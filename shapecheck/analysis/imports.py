@@ -32,6 +32,17 @@ def dotted_name(node: ast.AST) -> str | None:
     return ".".join(reversed(parts))
 
 
+def imported_name(node: ast.expr, imports: dict[str, str]) -> str | None:
+    """What ``node`` (``nn.Module``, ``th.sqrt``) names through ``imports``, qualified
+    (``torch.nn.Module``); ``None`` for anything else."""
+    name = dotted_name(node)
+    if name is None:
+        return None
+    head, _, rest = name.partition(".")
+    bound = imports.get(head)
+    return ".".join(filter(None, (bound, rest))) if bound is not None else None
+
+
 def call_name(node: ast.AST) -> str | None:
     """The name a call calls, after its last dot: ``view`` for ``x.view(...)``, ``cat`` for
     ``cat(...)``; ``None`` for anything else."""

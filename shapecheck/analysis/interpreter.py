@@ -154,6 +154,10 @@ class ClassModel:
     held_sizes: dict[str, Dim] = field(default_factory=dict)
     """The symbol of each attribute used as a size that ``__init__`` stored saying nothing
     more of it (``self.n_head = n_head``): one size in every method and every call."""
+    layers: tuple[Fact, ...] | None = None
+    """An ``nn.Sequential`` subclass with no ``forward`` of its own: the layers it applies,
+    in the order ``__init__`` registered them (``self.add_module("c", nn.Conv2d(...))``,
+    ``self.bn = ...``: SHViT's ``Conv2dNorm``)."""
 
 
 @dataclass
@@ -1529,11 +1533,22 @@ class Interpreter:
         project = self.context.project
         if project is not None and isinstance(callee, Unknown | QualifiedName):
             callee = project.called(self, callee, args, kwargs) or callee  # another file's
-        if isinstance(callee, Choice):  # what the results of every option share
-            results = [self._called(option, node, func, args, kwargs) for option in callee.options]
-            joined = functools.reduce(join, results)
-            return _uncertain(joined) if callee.uncertain else joined
+        if isinstance(callee, Choice):
+            return self._chosen_call(callee, node, func, args, kwargs)
         return self._called(callee, node, func, args, kwargs)
+
+    def _chosen_call(
+        self,
+        choice: Choice,
+        node: ast.Call,
+        func: ast.expr,
+        args: list[Argument],
+        kwargs: dict[str, Argument],
+    ) -> Fact:
+        """What the results of every option share."""
+        results = [self._called(option, node, func, args, kwargs) for option in choice.options]
+        joined = functools.reduce(join, results)
+        return _uncertain(joined) if choice.uncertain else joined
 
     def _called(
         self,
@@ -1578,6 +1593,9 @@ class Interpreter:
             # (a layer an inherited method of another file stored is named in that file)
             model = self.context.classes.get(layer.name)
             forward = model.methods.get("forward") if model is not None else None
+            if model is not None and model.layers is not None:
+                sequential = ModuleFact("torch.nn.Sequential", stages=model.layers)
+                return self._sequential_call(sequential, node, func, args, kwargs)
             if forward is None:
                 return None
             result = self._inline(FunctionRef(forward, class_name=layer.name), node, args, kwargs)
@@ -1622,7 +1640,10 @@ class Interpreter:
         result: Fact | None = None
         for index, stage in enumerate(sequential.stages):
             given = (args, kwargs) if index == 0 else ([(result or UNKNOWN, node)], {})
-            result = self._layer_call(stage, node, func, *given)
+            if isinstance(stage, Choice):
+                result = self._chosen_call(stage, node, func, *given)
+            else:
+                result = self._layer_call(stage, node, func, *given)
             if result is None:
                 return _unmodelled_call(node)
         result = result if result is not None else (args[0][0] if args else UNKNOWN)
@@ -1703,8 +1724,8 @@ class Interpreter:
         receiver_node = func.value if receiver_node is None else receiver_node
         if isinstance(receiver, ModuleFact) and name in _MODULE_RETURNS_ITSELF:
             return receiver  # self.proj = nn.Linear(a, b).to(device)
-        if name == "register_buffer" and _is_self(func.value):
-            self._register_buffer(node, args, kwargs)
+        if name in _REGISTERS and _is_self(func.value):
+            self._register(node, args, kwargs, _REGISTERS[name])
             return NONE
         default = _default_function(name, args)
         if default is not None:
@@ -1739,12 +1760,14 @@ class Interpreter:
             self._rebind(receiver_node, result)
         return result
 
-    def _register_buffer(
-        self, node: ast.Call, args: list[Argument], kwargs: dict[str, Argument]
+    def _register(
+        self, node: ast.Call, args: list[Argument], kwargs: dict[str, Argument], keyword: str
     ) -> None:
-        """``self.register_buffer("mask", torch.tril(...))`` stores ``self.mask``."""
+        """``self.register_buffer("mask", torch.tril(...))`` stores ``self.mask``;
+        ``self.add_module("c", nn.Conv2d(...))`` stores ``self.c`` (``keyword``: the name of
+        the stored value's parameter)."""
         named = kwargs.get("name") or (args[0] if args else None)
-        stored = kwargs.get("tensor") or (args[1] if len(args) > 1 else None)
+        stored = kwargs.get(keyword) or (args[1] if len(args) > 1 else None)
         if named is None or stored is None:
             return
         written, fact = string_literal(named[1]), stored[0]
@@ -2245,6 +2268,10 @@ def _closes_over(fact: Fact) -> bool:
     if isinstance(fact, FunctionRef):
         return fact.enclosed
     return isinstance(fact, TupleFact) and any(_closes_over(item) for item in fact.items)
+
+
+_REGISTERS = {"register_buffer": "tensor", "add_module": "module", "register_module": "module"}
+"""The methods of ``nn.Module`` that store a value under a name, and the value's parameter."""
 
 
 def _is_self(node: ast.expr) -> bool:

@@ -385,4 +385,30 @@ def _join_tensors(left: TensorFact, right: TensorFact) -> TensorFact:
         merged["unknown_rank"] = Unknown("conflict")  # both ranks known, and different
     elif merged["shape"] is not None:
         merged["unknown_rank"] = None
+    if merged["product"] is None and left.is_scores and right.is_scores:
+        merged.update(_either_scores(left, right, merged["shape"]))
     return TensorFact(**merged)
+
+
+def _either_scores(
+    left: TensorFact, right: TensorFact, shape: tuple[Dim, ...] | None
+) -> dict[str, Any]:
+    """Attention scores of different products on the two branches: a softmax after the join
+    reads one or the other. One product whose scores a branch joined to other keys' logits
+    (MiMo's optional attention sinks) is that product over as many keys as the joined shape
+    says. Two products of their own (timm's halo attention: ``(q @ kᵀ + pos) * scale`` on one
+    branch, ``q @ kᵀ * scale + pos`` on the other) are the scores of the branch that leaves
+    them unscaled, where one does (what is said of them holds on that branch), else the first
+    branch's, scaled where both agree."""
+    first, second = left.product, right.product
+    assert first is not None and second is not None
+    if first.key_axis != second.key_axis:
+        return {}
+    unscaled: dict[str, Any] = {}
+    if first.node is not second.node and left.scaling != () == right.scaling:
+        first, second, unscaled = second, first, {"scaling": ()}
+    if first.key_size != second.key_size:
+        keys = first.key_axis
+        joined = shape[keys] if shape is not None and len(shape) >= -keys else None
+        first = dataclasses.replace(first, key_size=joined)
+    return {"product": first, **unscaled}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import math
 import re
 from dataclasses import replace
 
@@ -503,7 +504,32 @@ def _may_be_scale(fact: TensorFact) -> bool:
 def scaled(
     tensor: TensorFact, node: ast.AST, factor: Scale | None
 ) -> tuple[ScaleEvidence, ...] | None:
-    return None if tensor.scaling is None else (*tensor.scaling, ScaleEvidence(node, factor))
+    """The scaling of ``tensor`` multiplied by ``factor`` at ``node``. A factor that undoes the
+    last one leaves the values as they were before it: the soft cap ``tanh(x / c) * c``
+    (Gemma 2 and 3, Grok) caps the scores and keeps their scale."""
+    if tensor.scaling is None:
+        return None
+    if tensor.scaling and _undoes(tensor.scaling[-1], ScaleEvidence(node, factor)):
+        return tensor.scaling[:-1]
+    return (*tensor.scaling, ScaleEvidence(node, factor))
+
+
+def _undoes(first: ScaleEvidence, then: ScaleEvidence) -> bool:
+    """Does ``then`` multiply by the inverse of ``first``? Known factors whose product is 1;
+    else a division by a name and a multiplication by the same name (``x / c``, ``x * c``:
+    the same value, read twice)."""
+    if first.factor is not None and then.factor is not None:
+        net = first.factor.times(then.factor)
+        unit = net is not None and (net.exponent == 0 or net.base == Dim.constant(1))
+        return unit and net is not None and math.isclose(net.coefficient, 1.0)
+    steps = [node for node in (first.node, then.node) if isinstance(node, ast.BinOp)]
+    divisions = [step for step in steps if isinstance(step.op, ast.Div)]
+    multiplications = [step for step in steps if isinstance(step.op, ast.Mult)]
+    if len(divisions) != 1 or len(multiplications) != 1:
+        return False
+    divisor = dotted_name(divisions[0].right)
+    factors = (multiplications[0].left, multiplications[0].right)
+    return divisor is not None and divisor in map(dotted_name, factors)
 
 
 def _operand(node: ast.AST, *, right: bool) -> ast.AST:

@@ -10,6 +10,7 @@ from shapecheck.analysis.facts import (
     SAME_SHAPE,
     SHAPE_PRESERVING,
     UNKNOWN,
+    Choice,
     DtypeOf,
     Fact,
     InstanceFact,
@@ -173,12 +174,35 @@ def module_list(call: OpCall) -> Fact:
 
 @function_op("torch.nn.Sequential")
 def sequential(call: OpCall) -> Fact:
-    """``nn.Sequential(nn.Linear(d, e), Rearrange(...))``: its layers in order, where each is
-    one the analysis knows (a module, or an instance of a class of the module)."""
+    """``nn.Sequential(nn.Linear(d, e), Rearrange(...))``, or of an ``OrderedDict`` of named
+    layers: its layers in order, where each is one the analysis knows (a module, an instance
+    of a class of the module, or a choice among them: LeViT's ``sub_layer(stride=stride)``)."""
     stages = tuple(fact for fact, _ in call.args)
-    if call.kwargs or not all(isinstance(s, ModuleFact | InstanceFact) for s in stages):
+    if len(stages) == 1 and isinstance(stages[0], TupleFact):
+        named = stages[0].items  # OrderedDict([("down", ...), ("ln", ...)])
+        pairs = [item for item in named if isinstance(item, TupleFact) and len(item.items) == 2]
+        if len(pairs) != len(named):
+            return Unknown("call", call.name)
+        stages = tuple(pair.items[1] for pair in pairs)
+    if call.kwargs or not all(_applies_as_layer(stage) for stage in stages):
         return Unknown("call", call.name)
     return ModuleFact(call.name, stages=stages)
+
+
+def _applies_as_layer(fact: Fact) -> bool:
+    if isinstance(fact, Choice):
+        return all(_applies_as_layer(option) for option in fact.options)
+    return isinstance(fact, ModuleFact | InstanceFact)
+
+
+@function_op("collections.OrderedDict")
+def ordered_dict(call: OpCall) -> Fact:
+    """``OrderedDict([(name, layer), ...])``: the pairs in order, which is all that
+    ``nn.Sequential`` reads of it; anything else is unknown."""
+    pairs = call.get(0, None)
+    if len(call.args) == 1 and not call.kwargs and pairs and isinstance(pairs[0], TupleFact):
+        return pairs[0]
+    return Unknown("call", call.name)
 
 
 @function_op("torch.nn.MultiheadAttention")

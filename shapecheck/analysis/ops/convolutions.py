@@ -1,5 +1,5 @@
 """Convolutions: ``nn.Conv1d``/``Conv2d``/``Conv3d``, channels first; and resampling,
-``F.interpolate``.
+``F.interpolate`` and the pooling layers.
 
 A convolution reads ``[N, C_in, *spatial]`` (or unbatched ``[C_in, *spatial]``) and makes
 ``[N, C_out, *spatial']``: the channels it was built with come second, which is what tells a
@@ -12,7 +12,15 @@ it) or divided by the patch (``kernel_size=stride=p``, no padding: ``(H - p) // 
 from __future__ import annotations
 
 from shapecheck.analysis.dims import Dim
-from shapecheck.analysis.facts import ChannelsAxis, Fact, IntFact, ModuleFact, SizeFact, TupleFact
+from shapecheck.analysis.facts import (
+    ChannelsAxis,
+    Fact,
+    IntFact,
+    ModuleFact,
+    SizeFact,
+    TupleFact,
+    fresh_shape,
+)
 from shapecheck.analysis.layout import Layout
 from shapecheck.analysis.ops import (
     OpCall,
@@ -111,6 +119,30 @@ def convolution(call: OpCall) -> Fact:
     shape = (*batch, channels, *sizes)
     axis = ChannelsAxis(len(batch), len(shape))
     return new_tensor(shape, call.node, call.receiver, channels=axis)
+
+
+POOLS = {f"torch.nn.{kind}Pool{rank}d": rank for kind in ("Avg", "Max") for rank in (1, 2, 3)}
+"""Each pooling layer and how many spatial axes it takes."""
+
+
+@function_op(*POOLS)
+def pool_constructor(call: OpCall) -> Fact:
+    return ModuleFact(call.name)
+
+
+@module_op(*POOLS)
+def pool(call: OpCall) -> Fact:
+    """``[N, C, *spatial] -> [N, C, *spatial']`` (or unbatched ``[C, *spatial]``): each
+    output an average or maximum of inputs, scaled as they were; the spatial sizes the
+    analysis does not work out."""
+    receiver, shape = call.receiver, call.receiver.shape
+    spatial = POOLS[call.name]
+    if shape is None or len(shape) not in (spatial + 1, spatial + 2):
+        return new_tensor(None, call.node, receiver, scaling=receiver.scaling)
+    shape = (*shape[:-spatial], *fresh_shape(spatial))
+    return new_tensor(
+        shape, call.node, receiver, scaling=receiver.scaling, channels=receiver.channels
+    )
 
 
 def _divided(size: Dim, divisor: Dim | None) -> Dim:

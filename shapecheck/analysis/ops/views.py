@@ -45,6 +45,7 @@ from shapecheck.analysis.ops import (
     OpContext,
     as_tensor,
     function_op,
+    functional_names,
     kept_contiguous,
     new_tensor,
     tensor_op,
@@ -479,6 +480,38 @@ def squeeze(call: OpCall) -> Fact:
     )
 
 
+@tensor_op("unfold")
+def unfold(call: OpCall) -> Fact:
+    """``x.unfold(dimension, size, step)``: a view of the windows of ``size`` entries along
+    ``dimension``, ``step`` apart (halo attention's overlapping windows of keys): that axis
+    counts the windows, a new last axis runs along each; the values are the receiver's."""
+    receiver = call.receiver
+    axis, window = call.int_arg(0, "dimension"), call.size_arg(1, "size")
+    position = receiver.normalise_axis(axis) if axis is not None else None
+    if receiver.shape is None or position is None:
+        return unknown_shape(call)
+    windows = (*receiver.shape[:position], Dim.symbol("?"), *receiver.shape[position + 1 :])
+    shape = (*windows, window if window is not None else Dim.symbol("?"))
+    return flow(receiver, Family.VIEW, shape=shape, layout=None, origin=call.node)
+
+
+@tensor_op(functions=functional_names("pad"))
+def pad(call: OpCall) -> Fact:
+    """``F.pad(x, [left, right, ...])``: a new tensor of the input's values, scaled as they
+    were, and the fill around them. Its shape is left unknown: Transformer-XL's relative
+    shift pads the scores by a column and reads them back in sizes of its choosing, which
+    name no axis (see ``TensorFact.resized``)."""
+    receiver = call.receiver
+    return new_tensor(
+        None,
+        call.node,
+        receiver,
+        scaling=receiver.scaling,
+        dtype=receiver.dtype,
+        rank_of=receiver.rank_of,
+    )
+
+
 @tensor_op("expand")
 def expand(call: OpCall) -> Fact:
     receiver = call.receiver
@@ -621,7 +654,9 @@ def unbound(tensor: TensorFact, position: int, origin: ast.AST) -> TensorFact:
 @function_op(*torch_names("cat", "concat", "concatenate", "stack"))
 def concatenate(call: OpCall) -> Fact:
     """``cat`` keeps the rank of its inputs (all equal at run time); ``stack`` adds one.
-    The values are the inputs' own: scaled alike if every input is."""
+    The values are the inputs' own: scaled alike if every input is. Attention scores joined
+    to logits of other keys stay the scores, scaled as they were (see
+    ``_scores_over_more_keys``)."""
     first = call.get(0, "tensors")
     tensors = (
         [as_tensor(item) for item in first[0].items]
@@ -632,6 +667,9 @@ def concatenate(call: OpCall) -> Fact:
     scalings = {tensor.scaling if tensor is not None else None for tensor in tensors}
     scaling = scalings.pop() if len(scalings) == 1 else None
     shape = _concatenated_shape(call, shapes, complete=len(shapes) == len(tensors))
+    scores = _scores_over_more_keys(call, tensors, shape)
+    if scores is not None:
+        scaling = scores.scaling
     # phases joined to themselves (``cat((freqs, freqs), dim=-1)``) are still phases
     positions = [tensor.positions if tensor is not None else None for tensor in tensors]
     phases = positions[0] if positions and None not in positions else None
@@ -640,9 +678,29 @@ def concatenate(call: OpCall) -> Fact:
         call.node,
         *tensors,
         scaling=scaling,
+        product=scores.product if scores is not None else None,
         positions=phases,
         cached=call.node if _grows_a_cache(call, first) else None,
     )
+
+
+def _scores_over_more_keys(
+    call: OpCall, tensors: list[TensorFact | None], shape: tuple[Dim, ...] | None
+) -> TensorFact | None:
+    """Attention scores joined along their keys' axis to logits of other keys (GPT-OSS's and
+    MiMo's attention sinks, ``cat([scores, sinks], dim=-1)``): those scores, whose product
+    the softmax still reads, over more keys; the learned logits need no scale of theirs."""
+    scores = [tensor for tensor in tensors if tensor is not None and tensor.product is not None]
+    if call.name == "torch.stack" or len(scores) != 1 or not scores[0].is_scores:
+        return None
+    product, axis = scores[0].product, call.int_arg(1, "dim")
+    rank = scores[0].rank if shape is None or scores[0].rank == len(shape) else None
+    if rank is not None and axis is not None and -rank <= axis < rank:
+        axis -= rank if axis >= 0 else 0  # counted from the end, as the keys' axis is
+    if product is None or axis != product.key_axis:
+        return None
+    key_size = shape[axis] if shape is not None and rank is not None else None
+    return replace(scores[0], product=replace(product, key_size=key_size))
 
 
 _CACHE = re.compile(r"cache|past|prev|memor", re.IGNORECASE)
