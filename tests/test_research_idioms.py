@@ -166,6 +166,64 @@ def test_einsum_operands_may_come_in_one_list() -> None:
     assert findings(body, "-1") == ["SC303"]
 
 
+@pytest.mark.parametrize(
+    ("keys", "shape"),
+    [
+        ("k", "[b, self.heads, n, n]"),  # four axes: only "bhjd" reads them
+        ("k[:, 0]", "[b, self.heads, n, n]"),  # three: only "bjd"
+        ("self.unknown(k)", "[b, self.heads, n, ?]"),  # either: the axes both give
+    ],
+)
+def test_an_einsum_equation_chosen_between_literals_is_each_of_them(keys: str, shape: str) -> None:
+    """x-transformers' ``Attend``: ``f"b h i d, {kv_einsum_eq} -> b h i j"`` where
+    ``kv_einsum_eq`` is ``"b j d"`` or ``"b h j d"`` by the keys' rank."""
+    body = QKV + (
+        f"keys = {keys}\n"
+        'kv_eq = "bjd" if keys.ndim == 3 else "bhjd"\n'
+        'sim = torch.einsum(f"bhid,{kv_eq}->bhij", q, keys)\n'
+    )
+    assert shape_of(body, "sim") == shape
+
+
+@pytest.mark.parametrize(
+    ("keys_eq", "found"),
+    [
+        ('"bjhd"', ["SC501"]),  # the one equation: h is 4 in q and 5 in k
+        ('"bhjd" if heads_first else "bjhd"', []),  # one of two: either may be what runs
+    ],
+)
+def test_sizes_that_disagree_in_one_of_two_equations_are_not_reported(
+    keys_eq: str, found: list[str]
+) -> None:
+    body = (
+        "q, k = x.view(2, 4, 3, 8), x.view(2, 4, 5, 8)\n"
+        "heads_first = self.heads > 1\n"
+        f"kv_eq = {keys_eq}\n"
+        'sim = torch.einsum(f"bhid,{kv_eq}->bhij", q, k) * self.scale\n'
+    )
+    assert findings(body, "-1") == found
+
+
+def test_a_pattern_handed_to_a_helper_is_read_there() -> None:
+    """x-transformers' ``pack_one(t, pattern)``, which calls ``pack([t], pattern)``."""
+    text = textwrap.dedent(
+        """\
+        import torch
+        from einops import pack
+
+        def pack_one(t, pattern):
+            return pack([t], pattern)
+
+        def attend(q):
+            q = q.view(2, 3, 4, 5)
+            packed, _ = pack_one(q, "* i d")
+        """
+    )
+    [attend] = [f for f in analyse(ast.parse(text), text).functions if f.name == "attend"]
+    [packed] = [fact for _, name, fact in attend.bindings if name == "packed"]
+    assert isinstance(packed, TensorFact) and format_shape(packed.shape) == "[6, 4, 5]"
+
+
 def test_sums_of_sizes_are_sizes_like_any_other() -> None:
     past, length = Dim.symbol("past"), Dim.symbol("n")
     assert past + length == length + past and str(past + length) == "(n+past)"

@@ -26,6 +26,7 @@ from shapecheck.analysis.dims import Dim, Symbol, named_by_code, substitute
 from shapecheck.analysis.facts import (
     ACTIVATIONS,
     CALLABLES,
+    MAX_TEXTS,
     NONE,
     NORMS,
     OPPOSITE_POLARITY,
@@ -53,9 +54,11 @@ from shapecheck.analysis.facts import (
     ShapePrefix,
     SizeFact,
     TensorFact,
+    Text,
     TupleFact,
     Unknown,
     scale_of,
+    text_of,
 )
 from shapecheck.analysis.imports import canonical, dotted_name
 from shapecheck.analysis.lattice import Family, flow, join, replaced
@@ -887,7 +890,11 @@ class Interpreter:
                     return ScalarFact(value=value, origin=node)
                 if value is None:
                     return NONE
+                if type(value) is str:
+                    return Text(values=(value,))
                 return ScalarFact() if type(value) is complex else UNKNOWN
+            case ast.JoinedStr(values=pieces):
+                return self._formatted(pieces)
             case ast.UnaryOp(op=operator, operand=operand):
                 return self._unary(operator, operand, node)
             case ast.BinOp():
@@ -933,6 +940,24 @@ class Interpreter:
             case ast.ListComp() | ast.SetComp() | ast.GeneratorExp():
                 return RepeatedFact(self._comprehension(node))
         return UNKNOWN
+
+    def _formatted(self, pieces: Sequence[ast.expr]) -> Fact:
+        """An f-string whose every field is a name bound to text: each string it may be
+        (no field is evaluated, as none was before: they may call anything)."""
+        strings = [""]
+        for piece in pieces:
+            if isinstance(piece, ast.Constant) and isinstance(piece.value, str):
+                options: tuple[str, ...] = (piece.value,)
+            else:
+                name = _field_name(piece)
+                field = self.env.get(name) if name is not None else None
+                if not isinstance(field, Text):
+                    return UNKNOWN
+                options = field.values
+            strings = [start + option for start in strings for option in options]
+            if len(strings) > MAX_TEXTS:
+                return UNKNOWN
+        return text_of(set(strings))
 
     def _comprehension(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp) -> Fact:
         """The fact of every element: ``elt`` with the loop targets unknown, in a scope of its
@@ -2046,6 +2071,14 @@ class Interpreter:
 
 
 # --- helpers --------------------------------------------------------------------------------
+
+
+def _field_name(piece: ast.expr) -> str | None:
+    """The name of an f-string's field ``{name}`` (no conversion, no format spec)."""
+    match piece:
+        case ast.FormattedValue(value=ast.Name(id=name), conversion=-1, format_spec=None):
+            return name
+    return None
 
 
 def _iterated(tensor: TensorFact, target: ast.Tuple | ast.List) -> list[Fact] | None:
