@@ -224,6 +224,67 @@ def test_a_pattern_handed_to_a_helper_is_read_there() -> None:
     assert isinstance(packed, TensorFact) and format_shape(packed.shape) == "[6, 4, 5]"
 
 
+MAYBE = """\
+from functools import wraps
+
+import torch
+import torch.nn as nn
+
+
+def identity(t, *args, **kwargs):
+    return t
+
+
+def maybe(fn=None):
+    if fn is None:
+        fn = identity
+
+    @wraps(fn)
+    def inner(x, *args, **kwargs):
+        if x is None:
+            return x
+        return fn(x, *args, **kwargs)
+
+    return inner
+
+
+class Attention(nn.Module):
+    def __init__(self, dim, qk_norm=False):
+        super().__init__()
+        self.to_q = nn.Linear(dim, dim)
+        self.q_norm = nn.LayerNorm(dim) if qk_norm else None
+
+    def forward(self, x, **options):
+        b, n, d = x.shape
+        q = self.to_q(x)
+        normed = maybe(self.q_norm)(q)
+        same = identity(q)
+        filled = identity(q, q)
+        splatted = identity(q, **options)
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "shape"),
+    [
+        ("normed", "[b, n, dim]"),  # inner(x, *args, **kwargs) handed x alone
+        ("same", "[b, n, dim]"),
+        ("filled", "?"),  # what *args collects: not followed
+        ("splatted", "?"),  # nor what **options may fill **kwargs with
+    ],
+)
+def test_a_function_taking_star_args_is_followed_where_the_call_hands_them_nothing(
+    name: str, shape: str
+) -> None:
+    """x-transformers' ``maybe(self.q_rmsnorm)(q)``: a decorator-style wrapper whose ``*args``
+    and ``**kwargs`` the call leaves empty."""
+    functions = analyse(ast.parse(MAYBE), MAYBE).functions
+    [forward] = [f for f in functions if f.name == "Attention.forward"]
+    [fact] = [fact for _, bound, fact in forward.bindings if bound == name]
+    described = format_shape(fact.shape) if isinstance(fact, TensorFact) else "?"
+    assert described == shape
+
+
 def test_sums_of_sizes_are_sizes_like_any_other() -> None:
     past, length = Dim.symbol("past"), Dim.symbol("n")
     assert past + length == length + past and str(past + length) == "(n+past)"

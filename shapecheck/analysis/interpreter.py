@@ -1945,7 +1945,8 @@ class Interpreter:
         :class:`~shapecheck.analysis.imported.ProjectScope`)."""
         project = self.context.project
         home = project.homes.get(function.node) if project is not None else None
-        arguments = _bind_arguments(function, args, kwargs)
+        splats_none = all(keyword.arg is not None for keyword in node.keywords)
+        arguments = _bind_arguments(function, args, kwargs, splats_none=splats_none)
         if home is None:
             if self.record and not self.context.call_sites_frozen:
                 # a recursive call says what the function passes itself, not what its callers
@@ -2447,20 +2448,26 @@ def _bind_arguments(
     function: FunctionRef,
     args: list[Argument],
     kwargs: dict[str, Argument],
+    *,
+    splats_none: bool = False,
 ) -> dict[str, Fact] | None:
     """Parameter name -> argument fact at one call; ``None`` when the call cannot be mapped.
-    A callee taking ``*args`` or ``**kwargs`` is mapped only where it is a lookup's default
-    (the eager attention): what they collect stays unknown, and following every such call
-    (each Hugging Face ``forward`` takes ``**kwargs``) would cost more than it tells."""
+    A callee taking ``*args`` or ``**kwargs`` is mapped where it is a lookup's default (the
+    eager attention), what they collect staying unknown, or where the call hands them nothing
+    (``splats_none``: it splices no ``**mapping``), so that they are empty: x-transformers'
+    ``maybe(norm)(q)`` calls ``inner(x, *args, **kwargs)`` with ``q`` alone. Following calls
+    that fill them (each Hugging Face ``forward`` takes ``**kwargs``, handed on) would cost
+    more than it tells."""
     if any(isinstance(node, ast.Starred) for _, node in args):
         return None
     signature = function.node.args
-    if (signature.vararg or signature.kwarg) and not function.uncertain:
+    only_named = bool(signature.vararg or signature.kwarg) and not function.uncertain
+    if only_named and not splats_none:
         return None
     listed = {*signature.posonlyargs, *signature.args}
     params = _callee_parameters(function)
     positional = [param for param in params if param.node in listed]
-    if len(args) > len(positional) and signature.vararg is None:
+    if len(args) > len(positional) and (signature.vararg is None or only_named):
         return None
     arguments = {param.name: fact for param, (fact, _) in zip(positional, args, strict=False)}
     named = {param.name for param in params if not param.star}
@@ -2469,6 +2476,8 @@ def _bind_arguments(
             arguments[keyword] = fact
         elif signature.kwarg is None:
             return None  # no such parameter: Python raises
+        elif only_named:
+            return None  # collected by ``**kwargs``
     for param in params:  # an integer left at its default (``unsqueeze_dim=1``) is that number
         default = param.default
         value = default.value if isinstance(default, ast.Constant) else None
