@@ -783,9 +783,9 @@ class RelativeAttention(nn.Module):
 def test_the_relative_shift_of_transformer_xl_is_no_head_split() -> None:
     """wav2vec2-conformer's relative positions (Transformer-XL's skew): the scores padded by
     a column, read as ``[.., m+1, n]``, the first row dropped and read back as ``[.., n, m]``.
-    The views move positions on purpose, and the sizes of what the second one reads were
-    given by the first, of the pad's values of unknown shape: no axis there is known to hold
-    what its size names, so none provably moves onto other data."""
+    The views move positions on purpose, on values ``F.pad`` lengthened with a column that
+    is none of the positions: no axis there is known to hold what its size names, so none
+    provably moves onto other data."""
     rules = [rule() for rule in all_rules()]
     found = lint_source(RELATIVE_SHIFT.encode(), "shift.py", rules).diagnostics
     assert [d.code for d in found if d.code in ("SC102", "SC103")] == []

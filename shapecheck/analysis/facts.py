@@ -517,8 +517,9 @@ class TensorFact(Fact):
     ``past_key_values.update(k, v, layer)``): the call that grew them. They are longer than
     the queries of a decode step, so a causal mask must be aligned bottom-right."""
     resized: ast.AST | None = field(default=None, compare=False)
-    """The view that gave values of unknown shape the sizes they have (Transformer-XL's
-    relative shift views padded scores as ``[.., m+1, n]``): sizes the code chose, not axes
+    """The view that gave values of unknown shape the sizes they have, or the ``F.pad`` that
+    lengthened an axis with values that are none of its positions (Transformer-XL's relative
+    shift pads its scores and views them as ``[.., m+1, n]``): sizes the code chose, not axes
     known to hold what their names say, so a later view of them moves no named axis
     provably."""
 

@@ -305,6 +305,19 @@ def _mixed_scores(
     return None
 
 
+@tensor_op(functions=torch_names("cdist"))
+def pairwise_distance(call: OpCall) -> Fact:
+    """``torch.cdist(x1, x2)``: ``[*B, P, M]`` and ``[*B, R, M]`` give ``[*B, P, R]``, a
+    distance between each row of one and each of the other."""
+    left, right = call.receiver, call.tensor_arg(0, "x2")
+    if left.shape is None or len(left.shape) < 2:
+        return new_tensor(None, call.node, left, right)
+    rows = Dim.symbol("?")
+    if right is not None and right.shape is not None and len(right.shape) >= 2:
+        rows = right.shape[-2]
+    return new_tensor((*left.shape[:-1], rows), call.node, left, right)
+
+
 @tensor_op(functions=functional_names("linear"))
 def linear_function(call: OpCall) -> Fact:
     weight = call.tensor_arg(0, "weight")
