@@ -494,8 +494,9 @@ class Interpreter:
         return True
 
     def _assign(self, targets: list[ast.expr], value: ast.expr) -> None:
-        if self.context.shapes and isinstance(value, ast.Tuple | ast.List):
-            for target in targets:  # b, n, h = *x.shape, heads: x's rank before it is spliced
+        if self.context.shapes and isinstance(value, ast.Tuple | ast.List | ast.Subscript):
+            # b, n, h = *x.shape, heads and n, d = x.shape[1:]: x's rank before it is read
+            for target in targets:
                 shown = unpacking_uses(target, value)
                 if shown is not None and isinstance(shown[0], ast.Name):
                     self._shows(shown[0], self.env.get(shown[0].id), shown[1])
