@@ -388,6 +388,8 @@ def test_an_allocation_of_sizes_spliced_from_an_unknown_keeps_the_rank_unknown()
         ("torch.max(probs, dim=-1)", "[b, n]", "[b, n]"),
         ("probs.min(1, keepdim=True)", "[b, 1, e]", "[b, 1, e]"),
         ("(probs.topk(2).values, probs.topk(2).indices)", "[b, n, 2]", "[b, n, 2]"),
+        ("probs.topk(top_k, dim=dim)", "[?, ?, ?]", "[?, ?, ?]"),  # an axis it cannot read
+        ("probs.sort(dim=dim)", "[b, n, e]", "[b, n, e]"),
     ],
 )
 def test_rankings_and_extremes_along_an_axis_give_values_and_indices(
@@ -397,7 +399,7 @@ def test_rankings_and_extremes_along_an_axis_give_values_and_indices(
     source = f"""
         import torch
 
-        def split(logits, top_k):
+        def split(logits, top_k, dim):
             b, n, e = logits.shape
             probs = logits.softmax(dim=-1)
             weights, experts = {ranked}
@@ -489,6 +491,36 @@ def test_ops_of_each_value_and_of_indices(
         dtype,
         contiguous,
     )
+
+
+@pytest.mark.parametrize(
+    ("computed", "shape"),
+    [
+        ("F.pad(x, (1, 2))", "[b, h, n, (3+d)]"),
+        ("F.pad(x, (0, 0, 1, 0), value=0.0)", "[b, h, (1+n), d]"),
+        ("F.pad(x, (d, 0, 2, 2, 1, 1))", "[b, (2+h), (4+n), 2*d]"),
+        ("F.pad(x, pads)", "[?, ?, ?, ?]"),  # which axes grow is unknown; the rank is not
+        ("F.pad(x, (1, 1, 1, 1, 1, 1, 1, 1, 1, 1))", "?"),  # more pads than axes: raises
+        ("x.gather(-1, x.argmax(-1, keepdim=True))", "[b, h, n, 1]"),
+        ("torch.gather(x, 2, index)", "[?, ?, ?, ?]"),  # the index has the input's rank
+        ("torch.full_like(x, float('-inf'))", "[b, h, n, d]"),
+        ("torch.cdist(x, x[:, :, :2])", "[b, h, n, 2]"),
+        ("torch.cdist(x, y)", "[b, h, n, ?]"),
+    ],
+)
+def test_pads_gathers_and_distances(computed: str, shape: str) -> None:
+    """What PyTorch gives (each row checked with torch on a [2, 3, 4, 5] input): ``F.pad``
+    grows the last axes, the last first; ``gather`` is shaped like its index; ``cdist``
+    of ``[*B, P, M]`` and ``[*B, R, M]`` is ``[*B, P, R]``."""
+    source = f"""
+        import torch
+        import torch.nn.functional as F
+
+        def split(x, y, index, pads):
+            b, h, n, d = x.shape
+            result = {computed}
+        """
+    assert format_shape(_facts_of(source, "result").shape) == shape
 
 
 @pytest.mark.parametrize(

@@ -272,6 +272,30 @@ def test_leading_sizes_are_named_before_the_rank_is_known() -> None:
     assert shape(bound(source, "z")) == ["batch", "length", "?"]
 
 
+@pytest.mark.parametrize(
+    ("unpacking", "expected"),
+    [
+        ("n, d = x.shape[1:]", ["x.shape[0]", "n", "d"]),
+        ("h, n, d = x.size()[1:]", ["x.shape[0]", "h", "n", "d"]),
+        ("n, d = x.shape[2:]", ["x.shape[0]", "x.shape[1]", "n", "d"]),
+        ("n, d = x.shape[-2:]", None),  # the last two of any number of axes
+        ("n, *rest = x.shape[1:]", None),
+    ],
+)
+def test_unpacking_the_sizes_after_the_first_fixes_the_rank(
+    unpacking: str, expected: list[str] | None
+) -> None:
+    """x-transformers' ``prepend_seq, prepend_dim = prepend_embeds.shape[1:]``: Python
+    raises unless the slice holds as many sizes as names."""
+    source = f"""\
+        def f(x):
+            first = x.relu()
+            {unpacking}
+            return first
+        """
+    assert shape(entry(source, "x")) == expected
+
+
 # --- guesses --------------------------------------------------------------------------------
 
 

@@ -293,6 +293,125 @@ def test_einsum_operands_may_come_in_one_list() -> None:
     assert findings(body, "-1") == ["SC303"]
 
 
+@pytest.mark.parametrize(
+    ("keys", "shape"),
+    [
+        ("k", "[b, self.heads, n, n]"),  # four axes: only "bhjd" reads them
+        ("k[:, 0]", "[b, self.heads, n, n]"),  # three: only "bjd"
+        ("self.unknown(k)", "[b, self.heads, n, ?]"),  # either: the axes both give
+    ],
+)
+def test_an_einsum_equation_chosen_between_literals_is_each_of_them(keys: str, shape: str) -> None:
+    """x-transformers' ``Attend``: ``f"b h i d, {kv_einsum_eq} -> b h i j"`` where
+    ``kv_einsum_eq`` is ``"b j d"`` or ``"b h j d"`` by the keys' rank."""
+    body = QKV + (
+        f"keys = {keys}\n"
+        'kv_eq = "bjd" if keys.ndim == 3 else "bhjd"\n'
+        'sim = torch.einsum(f"bhid,{kv_eq}->bhij", q, keys)\n'
+    )
+    assert shape_of(body, "sim") == shape
+
+
+@pytest.mark.parametrize(
+    ("keys_eq", "found"),
+    [
+        ('"bjhd"', ["SC501"]),  # the one equation: h is 4 in q and 5 in k
+        ('"bhjd" if heads_first else "bjhd"', []),  # one of two: either may be what runs
+    ],
+)
+def test_sizes_that_disagree_in_one_of_two_equations_are_not_reported(
+    keys_eq: str, found: list[str]
+) -> None:
+    body = (
+        "q, k = x.view(2, 4, 3, 8), x.view(2, 4, 5, 8)\n"
+        "heads_first = self.heads > 1\n"
+        f"kv_eq = {keys_eq}\n"
+        'sim = torch.einsum(f"bhid,{kv_eq}->bhij", q, k) * self.scale\n'
+    )
+    assert findings(body, "-1") == found
+
+
+def test_a_pattern_handed_to_a_helper_is_read_there() -> None:
+    """x-transformers' ``pack_one(t, pattern)``, which calls ``pack([t], pattern)``."""
+    text = textwrap.dedent(
+        """\
+        import torch
+        from einops import pack
+
+        def pack_one(t, pattern):
+            return pack([t], pattern)
+
+        def attend(q):
+            q = q.view(2, 3, 4, 5)
+            packed, _ = pack_one(q, "* i d")
+        """
+    )
+    [attend] = [f for f in analyse(ast.parse(text), text).functions if f.name == "attend"]
+    [packed] = [fact for _, name, fact in attend.bindings if name == "packed"]
+    assert isinstance(packed, TensorFact) and format_shape(packed.shape) == "[6, 4, 5]"
+
+
+MAYBE = """\
+from functools import wraps
+
+import torch
+import torch.nn as nn
+
+
+def identity(t, *args, **kwargs):
+    return t
+
+
+def maybe(fn=None):
+    if fn is None:
+        fn = identity
+
+    @wraps(fn)
+    def inner(x, *args, **kwargs):
+        if x is None:
+            return x
+        return fn(x, *args, **kwargs)
+
+    return inner
+
+
+class Attention(nn.Module):
+    def __init__(self, dim, qk_norm=False):
+        super().__init__()
+        self.to_q = nn.Linear(dim, dim)
+        self.q_norm = nn.LayerNorm(dim) if qk_norm else None
+
+    def forward(self, x, **options):
+        b, n, d = x.shape
+        q = self.to_q(x)
+        normed = maybe(self.q_norm)(q)
+        same = identity(q)
+        filled = identity(q, q)
+        splatted = identity(q, **options)
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "shape"),
+    [
+        ("normed", "[b, n, dim]"),  # inner(x, *args, **kwargs) handed x alone
+        ("same", "[b, n, dim]"),
+        ("filled", "?"),  # what *args collects: not followed
+        ("splatted", "?"),  # nor what **options may fill **kwargs with
+    ],
+)
+def test_a_function_taking_star_args_is_followed_where_the_call_hands_them_nothing(
+    name: str, shape: str
+) -> None:
+    """x-transformers' ``maybe(self.q_rmsnorm)(q)``: a decorator-style wrapper whose ``*args``
+    and ``**kwargs`` the call leaves empty."""
+    functions = analyse(ast.parse(MAYBE), MAYBE).functions
+    [forward] = [f for f in functions if f.name == "Attention.forward"]
+    [fact] = [fact for _, bound, fact in forward.bindings if bound == name]
+    described = format_shape(fact.shape) if isinstance(fact, TensorFact) else "?"
+    assert described == shape
+
+
 def test_sums_of_sizes_are_sizes_like_any_other() -> None:
     past, length = Dim.symbol("past"), Dim.symbol("n")
     assert past + length == length + past and str(past + length) == "(n+past)"
@@ -791,9 +910,9 @@ class RelativeAttention(nn.Module):
 def test_the_relative_shift_of_transformer_xl_is_no_head_split() -> None:
     """wav2vec2-conformer's relative positions (Transformer-XL's skew): the scores padded by
     a column, read as ``[.., m+1, n]``, the first row dropped and read back as ``[.., n, m]``.
-    The views move positions on purpose, and the sizes of what the second one reads were
-    given by the first, of the pad's values of unknown shape: no axis there is known to hold
-    what its size names, so none provably moves onto other data."""
+    The views move positions on purpose, on values ``F.pad`` lengthened with a column that
+    is none of the positions: no axis there is known to hold what its size names, so none
+    provably moves onto other data."""
     rules = [rule() for rule in all_rules()]
     found = lint_source(RELATIVE_SHIFT.encode(), "shift.py", rules).diagnostics
     assert [d.code for d in found if d.code in ("SC102", "SC103")] == []

@@ -46,6 +46,26 @@ class ImportedName(Unknown):
 
 
 @dataclass(frozen=True)
+class Text(Unknown):
+    """A string, one of ``values``: a literal, a name chosen between literals or an f-string
+    of such names (x-transformers' ``f"b h i d, {kv_einsum_eq} -> b h i j"``, where
+    ``kv_einsum_eq = "b j d" if k.ndim == 3 else "b h j d"``). The ops that read text (an
+    einsum equation, an einops pattern) read each; to every other use it is unknown."""
+
+    values: tuple[str, ...] = ()
+    """Sorted, at most :data:`MAX_TEXTS`."""
+
+
+MAX_TEXTS = 8
+"""The most strings one :class:`Text` holds; more (a loop building strings) is unknown."""
+
+
+def text_of(values: set[str]) -> Unknown:
+    """The text that is one of ``values`` (unknown when there are too many)."""
+    return Text(values=tuple(sorted(values))) if len(values) <= MAX_TEXTS else UNKNOWN
+
+
+@dataclass(frozen=True)
 class NoneFact(Fact):
     """``None``: on one branch of an optional tensor (``mask = None``), the absent side."""
 
@@ -497,8 +517,9 @@ class TensorFact(Fact):
     ``past_key_values.update(k, v, layer)``): the call that grew them. They are longer than
     the queries of a decode step, so a causal mask must be aligned bottom-right."""
     resized: ast.AST | None = field(default=None, compare=False)
-    """The view that gave values of unknown shape the sizes they have (Transformer-XL's
-    relative shift views padded scores as ``[.., m+1, n]``): sizes the code chose, not axes
+    """The view that gave values of unknown shape the sizes they have, or the ``F.pad`` that
+    lengthened an axis with values that are none of its positions (Transformer-XL's relative
+    shift pads its scores and views them as ``[.., m+1, n]``): sizes the code chose, not axes
     known to hold what their names say, so a later view of them moves no named axis
     provably."""
 

@@ -26,6 +26,7 @@ from shapecheck.analysis.dims import Dim, Symbol, named_by_code, substitute
 from shapecheck.analysis.facts import (
     ACTIVATIONS,
     CALLABLES,
+    MAX_TEXTS,
     NONE,
     NORMS,
     OPPOSITE_POLARITY,
@@ -53,9 +54,11 @@ from shapecheck.analysis.facts import (
     ShapePrefix,
     SizeFact,
     TensorFact,
+    Text,
     TupleFact,
     Unknown,
     scale_of,
+    text_of,
 )
 from shapecheck.analysis.imports import canonical, dotted_name
 from shapecheck.analysis.lattice import Family, flow, join, replaced
@@ -495,8 +498,9 @@ class Interpreter:
         return True
 
     def _assign(self, targets: list[ast.expr], value: ast.expr) -> None:
-        if self.context.shapes and isinstance(value, ast.Tuple | ast.List):
-            for target in targets:  # b, n, h = *x.shape, heads: x's rank before it is spliced
+        if self.context.shapes and isinstance(value, ast.Tuple | ast.List | ast.Subscript):
+            # b, n, h = *x.shape, heads and n, d = x.shape[1:]: x's rank before it is read
+            for target in targets:
                 shown = unpacking_uses(target, value)
                 if shown is not None and isinstance(shown[0], ast.Name):
                     self._shows(shown[0], self.env.get(shown[0].id), shown[1])
@@ -891,7 +895,11 @@ class Interpreter:
                     return ScalarFact(value=value, origin=node)
                 if value is None:
                     return NONE
+                if type(value) is str:
+                    return Text(values=(value,))
                 return ScalarFact() if type(value) is complex else UNKNOWN
+            case ast.JoinedStr(values=pieces):
+                return self._formatted(pieces)
             case ast.UnaryOp(op=operator, operand=operand):
                 return self._unary(operator, operand, node)
             case ast.BinOp():
@@ -937,6 +945,24 @@ class Interpreter:
             case ast.ListComp() | ast.SetComp() | ast.GeneratorExp():
                 return RepeatedFact(self._comprehension(node))
         return UNKNOWN
+
+    def _formatted(self, pieces: Sequence[ast.expr]) -> Fact:
+        """An f-string whose every field is a name bound to text: each string it may be
+        (no field is evaluated, as none was before: they may call anything)."""
+        strings = [""]
+        for piece in pieces:
+            if isinstance(piece, ast.Constant) and isinstance(piece.value, str):
+                options: tuple[str, ...] = (piece.value,)
+            else:
+                name = _field_name(piece)
+                field = self.env.get(name) if name is not None else None
+                if not isinstance(field, Text):
+                    return UNKNOWN
+                options = field.values
+            strings = [start + option for start in strings for option in options]
+            if len(strings) > MAX_TEXTS:
+                return UNKNOWN
+        return text_of(set(strings))
 
     def _comprehension(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp) -> Fact:
         """The fact of every element: ``elt`` with the loop targets unknown, in a scope of its
@@ -1943,7 +1969,8 @@ class Interpreter:
         :class:`~shapecheck.analysis.imported.ProjectScope`)."""
         project = self.context.project
         home = project.homes.get(function.node) if project is not None else None
-        arguments = _bind_arguments(function, args, kwargs)
+        splats_none = all(keyword.arg is not None for keyword in node.keywords)
+        arguments = _bind_arguments(function, args, kwargs, splats_none=splats_none)
         if home is None:
             if self.record and not self.context.call_sites_frozen:
                 # a recursive call says what the function passes itself, not what its callers
@@ -2069,6 +2096,14 @@ class Interpreter:
 
 
 # --- helpers --------------------------------------------------------------------------------
+
+
+def _field_name(piece: ast.expr) -> str | None:
+    """The name of an f-string's field ``{name}`` (no conversion, no format spec)."""
+    match piece:
+        case ast.FormattedValue(value=ast.Name(id=name), conversion=-1, format_spec=None):
+            return name
+    return None
 
 
 def _iterated(tensor: TensorFact, target: ast.Tuple | ast.List) -> list[Fact] | None:
@@ -2461,20 +2496,26 @@ def _bind_arguments(
     function: FunctionRef,
     args: list[Argument],
     kwargs: dict[str, Argument],
+    *,
+    splats_none: bool = False,
 ) -> dict[str, Fact] | None:
     """Parameter name -> argument fact at one call; ``None`` when the call cannot be mapped.
-    A callee taking ``*args`` or ``**kwargs`` is mapped only where it is a lookup's default
-    (the eager attention): what they collect stays unknown, and following every such call
-    (each Hugging Face ``forward`` takes ``**kwargs``) would cost more than it tells."""
+    A callee taking ``*args`` or ``**kwargs`` is mapped where it is a lookup's default (the
+    eager attention), what they collect staying unknown, or where the call hands them nothing
+    (``splats_none``: it splices no ``**mapping``), so that they are empty: x-transformers'
+    ``maybe(norm)(q)`` calls ``inner(x, *args, **kwargs)`` with ``q`` alone. Following calls
+    that fill them (each Hugging Face ``forward`` takes ``**kwargs``, handed on) would cost
+    more than it tells."""
     if any(isinstance(node, ast.Starred) for _, node in args):
         return None
     signature = function.node.args
-    if (signature.vararg or signature.kwarg) and not function.uncertain:
+    only_named = bool(signature.vararg or signature.kwarg) and not function.uncertain
+    if only_named and not splats_none:
         return None
     listed = {*signature.posonlyargs, *signature.args}
     params = _callee_parameters(function)
     positional = [param for param in params if param.node in listed]
-    if len(args) > len(positional) and signature.vararg is None:
+    if len(args) > len(positional) and (signature.vararg is None or only_named):
         return None
     arguments = {param.name: fact for param, (fact, _) in zip(positional, args, strict=False)}
     named = {param.name for param in params if not param.star}
@@ -2483,6 +2524,8 @@ def _bind_arguments(
             arguments[keyword] = fact
         elif signature.kwarg is None:
             return None  # no such parameter: Python raises
+        elif only_named:
+            return None  # collected by ``**kwargs``
     for param in params:  # an integer left at its default (``unsqueeze_dim=1``) is that number
         default = param.default
         value = default.value if isinstance(default, ast.Constant) else None

@@ -47,8 +47,10 @@ from shapecheck.analysis.facts import (
     Partial,
     QualifiedName,
     TensorFact,
+    Text,
     TupleFact,
     Unknown,
+    text_of,
 )
 from shapecheck.analysis.imports import call_name
 
@@ -271,6 +273,8 @@ def join(left: Fact, right: Fact) -> Fact:
         return right  # an optional tensor or layer: where it is used as one, it is this one
     if isinstance(right, NoneFact) and isinstance(left, _OPTIONAL):
         return left
+    if isinstance(left, Text) and isinstance(right, Text):
+        return text_of({*left.values, *right.values})
     if isinstance(left, Unknown) or isinstance(right, Unknown):
         return _with_unknown(left, right)
     if isinstance(left, TensorFact) and isinstance(right, TensorFact):

@@ -3,16 +3,16 @@
 A parameter's rank is rarely declared; the code shows it where it uses the tensor, and not
 always first: ``B, N, C = x.shape`` may come after ``self.qkv(x)``. Some uses fix the rank
 (PyTorch raises otherwise): unpacking ``x.shape`` or ``x.size()`` (also ``b, n, h = *x.shape,
-heads``), ``bmm`` and ``baddbmm`` (3-D), ``mm`` and ``addmm`` (2-D), ``permute`` (one index
-per axis), a view into products of its own sizes (``x.view(x.size(0), x.size(1) *
-x.size(2))``), an einsum equation or einops pattern without ``...``, and handing the tensor
-to a function of the module whose uses fix the rank of that parameter. Others bound it from below
-only: ``x.transpose(2, 3)``, ``x.size(3)``, ``x.shape[-3]``, ``x[:, :, 0]``. A use as a size
-(one of a view's several sizes, ``torch.zeros(n)``, an einops axis length) shows an int, which
-the parameter is from there on (a 0-d tensor would serve as one too). Two are guesses,
-which every finding resting on them states ("assuming ..."): a bound of :data:`LIKELY_FROM`
-axes or more is taken as the rank, and a factor of a matrix product takes the rank of the
-other where that is a batch of matrices (:func:`partner_uses`).
+heads`` and ``n, d = x.shape[1:]``), ``bmm`` and ``baddbmm`` (3-D), ``mm`` and ``addmm`` (2-D),
+``permute`` (one index per axis), a view into products of its own sizes (``x.view(x.size(0),
+x.size(1) * x.size(2))``), an einsum equation or einops pattern without ``...``, and handing the
+tensor to a function of the module whose uses fix the rank of that parameter. Others bound it
+from below only: ``x.transpose(2, 3)``, ``x.size(3)``, ``x.shape[-3]``, ``x[:, :, 0]``. A use as
+a size (one of a view's several sizes, ``torch.zeros(n)``, an einops axis length) shows an int,
+which the parameter is from there on (a 0-d tensor would serve as one too). Two are guesses,
+which every finding resting on them states ("assuming ..."): a bound of :data:`LIKELY_FROM` axes
+or more is taken as the rank, and a factor of a matrix product takes the rank of the other where
+that is a batch of matrices (:func:`partner_uses`).
 
 The interpreter notes each such use of a parameter that still holds what was passed in (the
 very fact it started from, learned further: a name bound again, or a tensor changed in place,
@@ -316,6 +316,8 @@ def unpacking_uses(target: ast.expr, value: ast.expr) -> tuple[ast.expr, Evidenc
         return None
     names = target.elts
     starred = sum(isinstance(name, ast.Starred) for name in names)
+    if isinstance(value, ast.Subscript):
+        return None if starred else _tail_unpacking(names, value)
     owner = shape_owner(value)
     if owner is not None and starred:
         return owner, at_least(len(names) - starred, "unpacking its shape")
@@ -330,6 +332,22 @@ def unpacking_uses(target: ast.expr, value: ast.expr) -> tuple[ast.expr, Evidenc
         return None
     start = value.elts.index(spliced[0])
     return owner, fixed(rank, tuple(map(size_name, names[start : start + rank])))
+
+
+def _tail_unpacking(
+    names: list[ast.expr], value: ast.Subscript
+) -> tuple[ast.expr, Evidence] | None:
+    """``S, D = x.shape[1:]``: as many axes as the names and the ones the slice skips
+    (Python raises otherwise), the names naming the last."""
+    window = value.slice
+    owner = shape_owner(value.value)
+    if owner is None or not isinstance(window, ast.Slice) or window.upper or window.step:
+        return None
+    skipped = window.lower
+    if not (isinstance(skipped, ast.Constant) and type(skipped.value) is int and skipped.value > 0):
+        return None
+    rank = skipped.value + len(names)
+    return owner, fixed(rank, (None,) * skipped.value + tuple(map(size_name, names)))
 
 
 def rank_tests(test: ast.expr) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:

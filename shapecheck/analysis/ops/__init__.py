@@ -27,6 +27,7 @@ from shapecheck.analysis.facts import (
     ShapePrefix,
     SizeFact,
     TensorFact,
+    Text,
     TupleFact,
     Unknown,
     as_float,
@@ -326,6 +327,21 @@ def string_literal(node: ast.expr) -> str | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
     return None
+
+
+def texts(argument: Argument | None) -> tuple[str, ...]:
+    """The strings an argument may be (an einsum equation, an einops pattern): a literal, a
+    name chosen between literals, an f-string of such names, a helper's parameter handed
+    one (x-transformers' ``pack_one(t, pattern)``); none where the analysis cannot tell."""
+    if argument is not None and isinstance(argument[0], Text):
+        return argument[0].values
+    return ()
+
+
+def text(argument: Argument | None) -> str | None:
+    """The one string an argument is (``None``: not one the analysis knows)."""
+    given = texts(argument)
+    return given[0] if len(given) == 1 else None
 
 
 def number(fact: Fact) -> float | None:

@@ -139,7 +139,9 @@ def moved_with_module(tensor: TensorFact) -> TensorFact:
 
 
 @tensor_op(
-    functions=torch_names("randn_like", "rand_like", "zeros_like", "ones_like", "empty_like")
+    functions=torch_names(
+        "randn_like", "rand_like", "zeros_like", "ones_like", "empty_like", "full_like"
+    )
 )
 def allocate_like(call: OpCall) -> Fact:
     return new_tensor(call.receiver.shape, call.node, call.receiver)

@@ -30,10 +30,11 @@ from shapecheck.analysis.ops import (
     kept_contiguous,
     module_op,
     new_tensor,
-    string_literal,
     tensor_op,
+    text,
+    texts,
 )
-from shapecheck.analysis.ops.products import contraction, parse_einsum
+from shapecheck.analysis.ops.products import contracted
 from shapecheck.analysis.ops.views import unknown_shape
 
 Group = tuple[str, ...]
@@ -111,8 +112,7 @@ def input_rank(pattern: str) -> int | None:
 
 
 def _written_pattern(call: OpCall) -> str | None:
-    given = call.get(0, "pattern")
-    return string_literal(given[1]) if given is not None else None
+    return text(call.get(0, "pattern"))
 
 
 def _given_sizes(call: OpCall) -> dict[str, Dim]:
@@ -129,11 +129,10 @@ def _given_sizes(call: OpCall) -> dict[str, Dim]:
 @function_op("einops.einsum")
 def einsum(call: OpCall) -> Fact:
     """``einsum(q, k, "b h i d, b h j d -> b h i j")``: the tensors first, the pattern last."""
-    equation = string_literal(call.args[-1][1]) if call.args else None
-    parsed = parse_einsum(equation, letters=False) if equation is not None else None
-    if parsed is None or len(call.args) != 3:
+    if len(call.args) != 3:
         return TensorFact(origin=call.node, scaling=None)
-    return contraction(call, parsed, call.args[0], call.args[1])
+    equations = texts(call.args[-1])
+    return contracted(call, equations, call.args[0], call.args[1], letters=False)
 
 
 def _pattern(call: OpCall, text: str | None, given: dict[str, Dim], family: Family | None) -> Fact:
@@ -281,9 +280,8 @@ def unpack(call: OpCall) -> Fact:
 def _packing(call: OpCall, position: int) -> tuple[int, int] | None:
     """How many axes a pack pattern names before and after its ``*`` (``None``: no such
     pattern, or one with a composition or ``...``)."""
-    given = call.get(position, "pattern")
-    text = string_literal(given[1]) if given is not None else None
-    names = text.split() if text is not None else []
+    written = text(call.get(position, "pattern"))
+    names = written.split() if written is not None else []
     if names.count("*") != 1 or any(not name.isidentifier() for name in names if name != "*"):
         return None
     star = names.index("*")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -18,7 +19,7 @@ from shapecheck.analysis.facts import (
     TupleFact,
     scale_of,
 )
-from shapecheck.analysis.lattice import Family, flow
+from shapecheck.analysis.lattice import Family, flow, join
 from shapecheck.analysis.observations import (
     LinearWeightProduct,
     MaskAfterSoftmax,
@@ -35,8 +36,8 @@ from shapecheck.analysis.ops import (
     functional_names,
     module_op,
     new_tensor,
-    string_literal,
     tensor_op,
+    texts,
     torch_names,
 )
 from shapecheck.analysis.ops.arithmetic import scaled
@@ -153,15 +154,11 @@ def baddbmm(call: OpCall) -> Fact:
 def einsum(call: OpCall) -> Fact:
     """``torch.einsum("bhid,bhjd->bhij", q, k)``, or with the operands in one list
     (``[q, k]``): one letter per axis, spaces ignored."""
-    equation = call.get(0, "equation")
-    written = string_literal(equation[1]) if equation is not None else None
     operands = einsum_operands(call.args[1:])
-    if written is None or len(operands) != 2:
+    if len(operands) != 2:
         return TensorFact(origin=call.node, scaling=None)
-    parsed = parse_einsum(written, letters=True)
-    if parsed is None:
-        return TensorFact(origin=call.node, scaling=None)
-    return contraction(call, parsed, operands[0], operands[1])
+    equations = texts(call.get(0, "equation"))
+    return contracted(call, equations, operands[0], operands[1], letters=True)
 
 
 def einsum_operands(after_equation: Sequence[Argument]) -> Sequence[Argument]:
@@ -192,17 +189,52 @@ def parse_einsum(equation: str, *, letters: bool) -> EinsumAxes | None:
     return [axes(operand) for operand in inputs.split(",")], axes(output)
 
 
-def contraction(call: OpCall, parsed: EinsumAxes, first: Argument, second: Argument) -> Fact:
-    """Two operands contracted as an einsum equation says; a product of attention scores
-    where one axis is summed over."""
-    operands, output = parsed
-    given_left, given_right = as_tensor(first[0]), as_tensor(second[0])
-    if len(operands) != 2 or given_left is None or given_right is None:
-        return TensorFact(origin=call.node, scaling=None)
-    left_letters, right_letters = operands
-    left, right = _read_as(given_left, left_letters), _read_as(given_right, right_letters)
-    if left is None or right is None:
-        return TensorFact(origin=call.node, scaling=None)  # PyTorch raises
+def contracted(
+    call: OpCall, equations: Sequence[str], first: Argument, second: Argument, *, letters: bool
+) -> Fact:
+    """Two operands contracted by one of ``equations``: an equation chosen between literals
+    (x-transformers' keys of 3 or 4 axes) is each one the operands' known ranks allow, and
+    what they share; sizes that disagree are reported only where one equation is left."""
+    parsed = [parse_einsum(equation, letters=letters) for equation in equations]
+    given = as_tensor(first[0]), as_tensor(second[0])
+    readings = [
+        (axes, operands)
+        for axes in parsed
+        if axes is not None and (operands := _operands_as(axes, *given)) is not None
+    ]
+    if not parsed or None in parsed or not readings:
+        return TensorFact(origin=call.node, scaling=None)  # unreadable, or PyTorch raises
+    results: list[Fact] = [
+        contraction(call, axes, operands, (first[1], second[1]), sure=len(readings) == 1)
+        for axes, operands in readings
+    ]
+    return functools.reduce(join, results)
+
+
+def _operands_as(
+    parsed: EinsumAxes, left: TensorFact | None, right: TensorFact | None
+) -> tuple[TensorFact, TensorFact] | None:
+    """The two operands as the equation reads them; ``None`` where it names another number
+    of operands, or an operand's rank is known to be another (PyTorch raises)."""
+    operands, _ = parsed
+    if len(operands) != 2 or left is None or right is None:
+        return None
+    left, right = _read_as(left, operands[0]), _read_as(right, operands[1])
+    return (left, right) if left is not None and right is not None else None
+
+
+def contraction(
+    call: OpCall,
+    parsed: EinsumAxes,
+    operands: tuple[TensorFact, TensorFact],
+    nodes: tuple[ast.expr, ast.expr],
+    *,
+    sure: bool,
+) -> TensorFact:
+    """Two operands contracted as an einsum equation says (``sure``: the one equation the
+    code may run); a product of attention scores where one axis is summed over."""
+    (left_letters, right_letters), output = parsed
+    left, right = operands
     contracted = [
         letter for letter in left_letters if letter in right_letters and letter not in output
     ]
@@ -211,7 +243,7 @@ def contraction(call: OpCall, parsed: EinsumAxes, first: Argument, second: Argum
         if tensor.shape is not None:
             for letter, dim in zip(letters, tensor.shape, strict=True):
                 seen = letter_sizes.setdefault(letter, dim)
-                if provably_different(seen, dim):
+                if sure and provably_different(seen, dim):
                     what = f"einsum axis `{letter}` of both operands"
                     call.context.observe(SizeMismatch(call.node, what, seen, dim))
     shape = tuple(letter_sizes.get(letter, Dim.symbol("?")) for letter in output)
@@ -233,8 +265,7 @@ def contraction(call: OpCall, parsed: EinsumAxes, first: Argument, second: Argum
         call.node,
         left,
         right,
-        first[1],
-        second[1],
+        *nodes,
         left_letters.index(letter),
         right_letters.index(letter),
         key_axis,
@@ -272,6 +303,19 @@ def _mixed_scores(
         if keys != contracted and keys in output:
             return replace(product, key_axis=output.index(keys) - len(output))
     return None
+
+
+@tensor_op(functions=torch_names("cdist"))
+def pairwise_distance(call: OpCall) -> Fact:
+    """``torch.cdist(x1, x2)``: ``[*B, P, M]`` and ``[*B, R, M]`` give ``[*B, P, R]``, a
+    distance between each row of one and each of the other."""
+    left, right = call.receiver, call.tensor_arg(0, "x2")
+    if left.shape is None or len(left.shape) < 2:
+        return new_tensor(None, call.node, left, right)
+    rows = Dim.symbol("?")
+    if right is not None and right.shape is not None and len(right.shape) >= 2:
+        rows = right.shape[-2]
+    return new_tensor((*left.shape[:-1], rows), call.node, left, right)
 
 
 @tensor_op(functions=functional_names("linear"))

@@ -16,6 +16,7 @@ from shapecheck.analysis.facts import (
     TensorFact,
     TupleFact,
     Unknown,
+    fresh_shape,
 )
 from shapecheck.analysis.ops import DTYPES, OpCall, new_tensor, tensor_op, torch_names
 
@@ -140,10 +141,15 @@ def ranked(call: OpCall) -> Fact:
     axis = -1 if call.get(position, "dim") is None else call.int_arg(position, "dim")
     length = call.size_arg(0, "k") if top else None
     receiver, shape = call.receiver, None
-    if (
+    rank = receiver.rank
+    if receiver.shape is not None and axis is None:
+        # along an axis it cannot read: the rank kept, and which size topk cut unknown
+        shape = list(fresh_shape(len(receiver.shape)) if top else receiver.shape)
+    elif (
         receiver.shape is not None
+        and rank is not None
         and axis is not None
-        and -len(receiver.shape) <= axis < len(receiver.shape)
+        and -rank <= axis < rank
     ):
         shape = list(receiver.shape)
         if top:

@@ -497,18 +497,40 @@ def unfold(call: OpCall) -> Fact:
 
 @tensor_op(functions=functional_names("pad"))
 def pad(call: OpCall) -> Fact:
-    """``F.pad(x, [left, right, ...])``: a new tensor of the input's values, scaled as they
-    were, and the fill around them. Its shape is left unknown: Transformer-XL's relative
-    shift pads the scores by a column and reads them back in sizes of its choosing, which
-    name no axis (see ``TensorFact.resized``)."""
+    """``F.pad(x, (left, right, top, bottom))``: the rank kept, the last axes longer by the
+    pads given for them, the last axis first; a pad it cannot read makes its axis ``?``, pads
+    of unknown number every axis. New values: ``x``'s, of its dtype and scaled as they were,
+    and the fill around them; the padded axes hold more than what their sizes name
+    (``resized``: Transformer-XL's relative shift pads its scores by a column and views them
+    with the last two sizes exchanged, on purpose)."""
     receiver = call.receiver
+    shape = receiver.shape
+    pads = call.sizes(0, 1) if call.get(0) is not None else None
+    if shape is not None and pads is None:
+        shape = fresh_shape(len(shape))
+    elif shape is not None and pads is not None:
+        if len(pads) % 2 or len(pads) // 2 > len(shape):
+            shape = None  # PyTorch raises
+        else:
+            padded = list(shape)
+            for axis in range(len(pads) // 2):
+                before, after = pads[2 * axis], pads[2 * axis + 1]
+                if before is None or after is None:
+                    padded[-1 - axis] = Dim.symbol("?")
+                elif (before + after).value != 0:
+                    # (a size plus 0 is no sum PyTorch would tell apart from the size)
+                    nonzero = [size for size in (before, after) if size.value != 0]
+                    extra = nonzero[0] if len(nonzero) == 1 else before + after
+                    padded[-1 - axis] = padded[-1 - axis] + extra
+            shape = tuple(padded)
     return new_tensor(
-        None,
+        shape,
         call.node,
         receiver,
         scaling=receiver.scaling,
         dtype=receiver.dtype,
         rank_of=receiver.rank_of,
+        resized=call.node,
     )
 
 
@@ -701,6 +723,19 @@ def _scores_over_more_keys(
         return None
     key_size = shape[axis] if shape is not None and rank is not None else None
     return replace(scores[0], product=replace(product, key_size=key_size))
+
+
+@tensor_op("gather", functions=torch_names("gather"))
+def gather(call: OpCall) -> Fact:
+    """``x.gather(dim, index)``: shaped like ``index``, which has ``x``'s rank (PyTorch
+    raises otherwise); ``x``'s values, picked."""
+    receiver, index = call.receiver, call.tensor_arg(1, "index")
+    shape = index.shape if index is not None else None
+    if shape is None and receiver.shape is not None:
+        shape = fresh_shape(len(receiver.shape))
+    elif shape is not None and receiver.shape is not None and len(shape) != len(receiver.shape):
+        shape = None
+    return new_tensor(shape, call.node, receiver, index, dtype=receiver.dtype)
 
 
 _CACHE = re.compile(r"cache|past|prev|memor", re.IGNORECASE)
