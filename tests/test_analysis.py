@@ -377,6 +377,56 @@ def test_an_allocation_of_sizes_spliced_from_an_unknown_keeps_the_rank_unknown()
     assert fact.shape is None
 
 
+def test_a_chunk_of_a_linear_output_along_its_last_axis_has_a_share_of_its_width() -> None:
+    """``qkv(x).chunk(3, dim=-1)`` of ``x`` of unknown rank: each piece a third as wide
+    (LayoutLMv2's fused ``qkv_linear``); along another axis, of an unknown rank, the width
+    is not known to stay."""
+    source = """
+        import torch
+        from torch import nn
+
+        class Attention(nn.Module):
+            def __init__(self, dim: int):
+                super().__init__()
+                self.qkv = nn.Linear(dim, 3 * dim)
+
+            def split(self, x):
+                q = self.qkv(x).chunk(3, dim=-1)[0]
+                first = self.qkv(x).chunk(2, dim=1)[0]
+                return q, first
+        """
+    assert str(_facts_of(source, "q", "Attention.split").known_last) == "dim"
+    assert _facts_of(source, "first", "Attention.split").known_last is None
+
+
+def test_a_bias_of_unknown_shape_keeps_the_width_it_is_added_to() -> None:
+    """``q + bias`` where the bias's shape is unknown has ``q``'s width, a size it names, which
+    the bias's last size must equal or be 1 to; branches that agree on the width keep it,
+    whatever their ranks (LayoutLMv2's ``compute_qkv``)."""
+    source = """
+        import torch
+        from torch import nn
+
+        class Attention(nn.Module):
+            def __init__(self, dim: int):
+                super().__init__()
+                self.q = nn.Linear(dim, dim)
+                self.bias = nn.Parameter(torch.zeros(1, 1, dim))
+
+            def split(self, x, shape, flag: bool):
+                biased = self.q(x) + self.bias.view(*shape)
+                if flag:
+                    either = self.q(x) + self.bias
+                else:
+                    either = self.q(x)
+                joined = either
+                return biased, joined
+        """
+    assert str(_facts_of(source, "biased", "Attention.split").known_last) == "dim"
+    joined = _facts_of(source, "joined", "Attention.split")
+    assert joined.shape is None and str(joined.known_last) == "dim"
+
+
 @pytest.mark.parametrize(
     ("ranked", "values", "indices"),
     [

@@ -2086,9 +2086,14 @@ def _tensor_parameter(param: ast.arg) -> TensorFact:
 
 
 def _last_size(tensor: Fact | None, index: int) -> Dim | None:
-    """``x.shape[index]`` counted from the end, where only ``x``'s last axes are known."""
-    split = tensor.prefixed if isinstance(tensor, TensorFact) else None
-    if split is None or not -len(split.tail) <= index < 0:
+    """``x.shape[index]`` counted from the end, where only ``x``'s last axes are known: a
+    tail after another tensor's leading sizes, or the width a linear layer gave."""
+    if not isinstance(tensor, TensorFact):
+        return None
+    split = tensor.prefixed
+    if split is None:
+        return tensor.known_last if index == -1 else None
+    if not -len(split.tail) <= index < 0:
         return None
     return split.tail[index]
 

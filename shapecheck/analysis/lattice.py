@@ -385,4 +385,6 @@ def _join_tensors(left: TensorFact, right: TensorFact) -> TensorFact:
         merged["unknown_rank"] = Unknown("conflict")  # both ranks known, and different
     elif merged["shape"] is not None:
         merged["unknown_rank"] = None
+    if merged["shape"] is None and left.last_dim is not None and left.last_dim == right.last_dim:
+        merged["known_last"] = left.last_dim  # the width both agree on, whatever their ranks
     return TensorFact(**merged)

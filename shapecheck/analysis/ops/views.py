@@ -523,7 +523,11 @@ def _pieces(call: OpCall, count: int | None, axis: int | None, piece_size: Dim |
     if count is None:
         return UNKNOWN
     if receiver.shape is None or axis is None:  # each piece has the receiver's rank
-        return _alike(replace(unknown_shape(call), rank_of=receiver.rank_of), count)
+        width = None  # along the last axis, a linear layer's width: each piece's share of it
+        if axis == -1 and receiver.known_last is not None:
+            width = piece_size or receiver.known_last.floordiv(Dim.constant(count))
+        piece = replace(unknown_shape(call), rank_of=receiver.rank_of, known_last=width)
+        return _alike(piece, count)
     position = receiver.normalise_axis(axis)
     if position is None:
         return UNKNOWN
