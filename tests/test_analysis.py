@@ -10,7 +10,7 @@ import pytest
 from shapecheck.analysis import analyse
 from shapecheck.analysis.dims import Dim, format_shape
 from shapecheck.analysis.facts import IntFact, TensorFact
-from shapecheck.analysis.layout import Layout, faithful_order, plan_view
+from shapecheck.analysis.layout import Layout, faithful_order, plan_view, reinterpreted_axis
 from shapecheck.linter import lint_source
 from shapecheck.rule import all_rules
 
@@ -61,6 +61,25 @@ def test_a_head_split_has_one_faithful_order() -> None:
     assert faithful_order((B, L, E), (H, B, L, D), reorder_old=False) == (1, 2, 0, 3)
     # the heads-first layout of a merge: move the heads back next to the features first
     assert faithful_order((B, H, L, D), (B, L, E), reorder_old=True) == (0, 2, 1, 3)
+
+
+def test_a_size_held_as_one_axis_and_as_a_run_of_axes_is_followed() -> None:
+    """MaxViT's positions ``h*w``, merged with the heads still in front of them, land in
+    ``(h, w)``: they move; with the heads behind them they stay."""
+    h, w = Dim.symbol("h"), Dim.symbol("w")
+    moved = reinterpreted_axis((B, H, h * w, D), (B, h, w, H * D))
+    assert moved is not None and moved.dim == h * w
+    assert reinterpreted_axis((B, h * w, H, D), (B, h, w, H * D)) is None
+    three = Dim.constant(3)
+    split = reinterpreted_axis((B, h, w, three * H * D), (B, H, h * w, three * D))
+    assert split is not None and split.dim == h * w
+
+
+def test_a_run_of_axes_moves_nothing_where_the_sides_count_apart() -> None:
+    """Kosmos-2.5's patches of one image, ``[B, rows, columns, d]`` viewed as
+    ``(rows * columns, d)``: the view runs only where ``B`` is 1, so nothing is known to move."""
+    rows, columns = Dim.symbol("rows"), Dim.symbol("columns")
+    assert reinterpreted_axis((B, rows, columns, D), (rows * columns, D)) is None
 
 
 def test_no_faithful_order_without_proof() -> None:

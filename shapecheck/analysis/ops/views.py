@@ -186,9 +186,16 @@ def _reinterpreting(
 
 def _counted(old: tuple[Dim, ...], new: tuple[Dim, ...]) -> tuple[Dim, ...]:
     """``old`` with its one unknown size solved from the element count of ``new``, which a view
-    must keep: ``[B, H, ?, D]`` viewed as ``[B, L, H*D]`` holds ``L`` positions."""
+    must keep: ``[B, H, ?, D]`` viewed as ``[B, L, H*D]`` holds ``L`` positions. Without an
+    unknown, one unnamed size that ``new`` leaves out is solved alike: IDEFICS'
+    ``key_value_states`` ``[key_value_states.shape[0], kv_len, E]`` viewed as
+    ``(bsz, kv_len, H, D)`` has ``bsz`` rows (the same batch, named twice)."""
+    if any(dim.has_unknown for dim in new):
+        return old
     unknown = [axis for axis, dim in enumerate(old) if dim.has_unknown]
-    if len(unknown) != 1 or any(dim.has_unknown for dim in new):
+    if not unknown:
+        unknown = [axis for axis, dim in enumerate(old) if dim.is_unnamed and dim not in new]
+    if len(unknown) != 1:
         return old
     [axis] = unknown
     solved = product(new).floordiv(product(old[:axis] + old[axis + 1 :]))
