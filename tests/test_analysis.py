@@ -11,7 +11,7 @@ from shapecheck.analysis import analyse
 from shapecheck.analysis.dims import Dim, format_shape
 from shapecheck.analysis.facts import IntFact, TensorFact
 from shapecheck.analysis.interpreter import may_declare
-from shapecheck.analysis.layout import Layout, faithful_order, plan_view
+from shapecheck.analysis.layout import Layout, faithful_order, plan_view, reinterpreted_axis
 from shapecheck.linter import lint_source
 from shapecheck.rule import all_rules
 
@@ -62,6 +62,25 @@ def test_a_head_split_has_one_faithful_order() -> None:
     assert faithful_order((B, L, E), (H, B, L, D), reorder_old=False) == (1, 2, 0, 3)
     # the heads-first layout of a merge: move the heads back next to the features first
     assert faithful_order((B, H, L, D), (B, L, E), reorder_old=True) == (0, 2, 1, 3)
+
+
+def test_a_size_held_as_one_axis_and_as_a_run_of_axes_is_followed() -> None:
+    """MaxViT's positions ``h*w``, merged with the heads still in front of them, land in
+    ``(h, w)``: they move; with the heads behind them they stay."""
+    h, w = Dim.symbol("h"), Dim.symbol("w")
+    moved = reinterpreted_axis((B, H, h * w, D), (B, h, w, H * D))
+    assert moved is not None and moved.dim == h * w
+    assert reinterpreted_axis((B, h * w, H, D), (B, h, w, H * D)) is None
+    three = Dim.constant(3)
+    split = reinterpreted_axis((B, h, w, three * H * D), (B, H, h * w, three * D))
+    assert split is not None and split.dim == h * w
+
+
+def test_a_run_of_axes_moves_nothing_where_the_sides_count_apart() -> None:
+    """Kosmos-2.5's patches of one image, ``[B, rows, columns, d]`` viewed as
+    ``(rows * columns, d)``: the view runs only where ``B`` is 1, so nothing is known to move."""
+    rows, columns = Dim.symbol("rows"), Dim.symbol("columns")
+    assert reinterpreted_axis((B, rows, columns, D), (rows * columns, D)) is None
 
 
 def test_no_faithful_order_without_proof() -> None:
@@ -376,6 +395,56 @@ def test_an_allocation_has_as_many_axes_as_sizes_given(allocation: str, expected
 def test_an_allocation_of_sizes_spliced_from_an_unknown_keeps_the_rank_unknown() -> None:
     fact = _facts_of("import torch\n\ndef split(x, shape):\n    y = torch.zeros(*shape)\n", "y")
     assert fact.shape is None
+
+
+def test_a_chunk_of_a_linear_output_along_its_last_axis_has_a_share_of_its_width() -> None:
+    """``qkv(x).chunk(3, dim=-1)`` of ``x`` of unknown rank: each piece a third as wide
+    (LayoutLMv2's fused ``qkv_linear``); along another axis, of an unknown rank, the width
+    is not known to stay."""
+    source = """
+        import torch
+        from torch import nn
+
+        class Attention(nn.Module):
+            def __init__(self, dim: int):
+                super().__init__()
+                self.qkv = nn.Linear(dim, 3 * dim)
+
+            def split(self, x):
+                q = self.qkv(x).chunk(3, dim=-1)[0]
+                first = self.qkv(x).chunk(2, dim=1)[0]
+                return q, first
+        """
+    assert str(_facts_of(source, "q", "Attention.split").known_last) == "dim"
+    assert _facts_of(source, "first", "Attention.split").known_last is None
+
+
+def test_a_bias_of_unknown_shape_keeps_the_width_it_is_added_to() -> None:
+    """``q + bias`` where the bias's shape is unknown has ``q``'s width, a size it names, which
+    the bias's last size must equal or be 1 to; branches that agree on the width keep it,
+    whatever their ranks (LayoutLMv2's ``compute_qkv``)."""
+    source = """
+        import torch
+        from torch import nn
+
+        class Attention(nn.Module):
+            def __init__(self, dim: int):
+                super().__init__()
+                self.q = nn.Linear(dim, dim)
+                self.bias = nn.Parameter(torch.zeros(1, 1, dim))
+
+            def split(self, x, shape, flag: bool):
+                biased = self.q(x) + self.bias.view(*shape)
+                if flag:
+                    either = self.q(x) + self.bias
+                else:
+                    either = self.q(x)
+                joined = either
+                return biased, joined
+        """
+    assert str(_facts_of(source, "biased", "Attention.split").known_last) == "dim"
+    joined = _facts_of(source, "joined", "Attention.split")
+    assert joined.shape is None and str(joined.known_last) == "dim"
 
 
 @pytest.mark.parametrize(

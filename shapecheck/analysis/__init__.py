@@ -710,7 +710,8 @@ def _class_model(
     if sequential and not _hands_its_base_layers(init):
         layers = (fact for fact in stored.values() if isinstance(fact, ModuleFact | InstanceFact))
         model.layers = tuple(layers)
-    _name_sizes(model.attributes)
+    renamed = _name_sizes(model.attributes)
+    model.held_sizes.update(_sizes_read_through(interpreter, renamed))
     parameters = {param.arg for param in init.args.args}
     model.divisions = [
         (a, b) for a, b in interpreter.divisions if a in parameters and b in parameters
@@ -730,12 +731,13 @@ def _hands_its_base_layers(init: FunctionNode) -> bool:
     )
 
 
-def _name_sizes(attributes: dict[str, Fact]) -> None:
+def _name_sizes(attributes: dict[str, Fact]) -> dict[Symbol, Dim]:
     """Sizes stored on self become sizes named after their attribute, shared by methods.
 
     ``self.d_model = d_model`` renames the parameter's symbol ``self.d_model`` everywhere (in
     ``nn.Linear(d_model, d_model)`` too); ``self.head_dim = d_model // num_heads`` keeps the
     division (so ``num_heads * head_dim`` is ``d_model``) and shows it as ``self.head_dim``.
+    Returns the renaming.
     """
     renamed: dict[Symbol, Dim] = {}
     for attribute, fact in attributes.items():
@@ -748,6 +750,24 @@ def _name_sizes(attributes: dict[str, Fact]) -> None:
             [atom] = fact.dim.factors
             if isinstance(atom, Quotient) and not atom.label:
                 attributes[attribute] = IntFact(Dim.of(replace(atom, label=f"self.{attribute}")))
+    return renamed
+
+
+def _sizes_read_through(interpreter: Interpreter, renamed: dict[Symbol, Dim]) -> dict[str, Dim]:
+    """The sizes ``__init__`` read off an object it stores unchanged (``self.config = config``:
+    ``config.num_key_value_heads``), by the path its methods read them at
+    (``config.num_key_value_heads`` of ``self``): one size, in the layers ``__init__`` built
+    and in the methods (Moonshine's ``k_proj`` is ``config.num_key_value_heads`` heads wide;
+    ``forward`` splits ``self.config.num_key_value_heads`` heads off it)."""
+    held: dict[str, Dim] = {}
+    for target, source in interpreter.copied.items():
+        attribute = target.removeprefix("self.")
+        if attribute == target or "." in attribute or source in interpreter.assigned:
+            continue  # not self's own attribute, or the name was bound again
+        for key, size in interpreter.symbols.items():
+            if key.startswith(f"{source}."):
+                held[f"{attribute}{key.removeprefix(source)}"] = substitute(size, renamed)
+    return held
 
 
 def _substitute_sizes(attributes: dict[str, Fact], mapping: dict[Symbol, Dim]) -> None:

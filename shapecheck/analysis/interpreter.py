@@ -388,8 +388,10 @@ class Interpreter:
         if key not in self.symbols:
             attribute = key.removeprefix("self.")
             model = self.class_model
-            if model is None or attribute == key or "." in attribute or key in self.assigned:
+            if model is None or attribute == key or key in self.assigned:
                 self.symbols[key] = Dim.symbol(key)
+            elif "." in attribute:  # ``self.config.n_head``: what ``__init__`` read of it
+                self.symbols[key] = model.held_sizes.get(attribute) or Dim.symbol(key)
             else:
                 if attribute not in model.held_sizes:
                     model.held_sizes[attribute] = Dim.symbol(key)
@@ -1149,9 +1151,13 @@ class Interpreter:
         self, symbol: str, node: ast.BinOp, left: Fact, right: Fact
     ) -> IntFact | None:
         """``d_model // num_heads`` or ``num_heads * head_dim`` on names not known to be
-        tensors: size arithmetic (a product needs one side already known to be a size)."""
+        tensors: size arithmetic. A product needs one side already known to be a size, save
+        in a constructor, where two names multiplied (``inner_dim = dim_head * heads``,
+        ``config.head_dim * config.num_heads``) make a size for its layers."""
         if symbol == "*" and not (isinstance(left, IntFact) or isinstance(right, IntFact)):
-            return None
+            names = all(dotted_name(side) is not None for side in (node.left, node.right))
+            if not (self.in_constructor and names):
+                return None
         if not isinstance(left, Unknown | IntFact):
             return None
         if not isinstance(right, Unknown | IntFact):
@@ -2144,9 +2150,14 @@ def _tensor_parameter(param: ast.arg) -> TensorFact:
 
 
 def _last_size(tensor: Fact | None, index: int) -> Dim | None:
-    """``x.shape[index]`` counted from the end, where only ``x``'s last axes are known."""
-    split = tensor.prefixed if isinstance(tensor, TensorFact) else None
-    if split is None or not -len(split.tail) <= index < 0:
+    """``x.shape[index]`` counted from the end, where only ``x``'s last axes are known: a
+    tail after another tensor's leading sizes, or the width a linear layer gave."""
+    if not isinstance(tensor, TensorFact):
+        return None
+    split = tensor.prefixed
+    if split is None:
+        return tensor.known_last if index == -1 else None
+    if not -len(split.tail) <= index < 0:
         return None
     return split.tail[index]
 

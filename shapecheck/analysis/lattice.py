@@ -391,6 +391,8 @@ def _join_tensors(left: TensorFact, right: TensorFact) -> TensorFact:
         merged["unknown_rank"] = None
     if merged["product"] is None and left.is_scores and right.is_scores:
         merged.update(_either_scores(left, right, merged["shape"]))
+    if merged["shape"] is None and left.last_dim is not None and left.last_dim == right.last_dim:
+        merged["known_last"] = left.last_dim  # the width both agree on, whatever their ranks
     return TensorFact(**merged)
 
 

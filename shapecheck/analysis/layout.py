@@ -314,21 +314,55 @@ def reinterpreted_axis(old: tuple[Dim, ...], new: tuple[Dim, ...]) -> Reinterpre
     first): what it crosses must be named, since an unnamed or unknown size may be 1 or
     equal the size crossed. The size followed may be unnamed or unknown (``x.shape[1]``, a
     ``?`` both sides share: one size either way); literals prove nothing. A size followed
-    that the code does not name rests on a guess (``Reinterpretation.guess``).
+    that the code does not name rests on a guess (``Reinterpretation.guess``). A size one
+    side holds as one axis and the other as a run of axes is followed too (MaxViT's
+    positions ``x.shape[1]*x.shape[2]`` against ``x.shape[1], x.shape[2]``), where both sides
+    of the group hold as many elements as written: where they do not, a size must be 1 at
+    run time (Kosmos-2.5's batch of one image, ``[1, rows, columns, d]`` viewed as
+    ``(rows * columns, d)``) and nothing is known to move.
     """
     for group in _group(old, new):
         old_dims = [old[axis] for axis in group.old]
         new_dims = [new[axis] for axis in group.new]
+        balanced = product(old_dims) == product(new_dims)
         for index, dim in enumerate(old_dims):
-            if not dim.factors or old_dims.count(dim) != 1 or new_dims.count(dim) != 1:
+            if not dim.factors or old_dims.count(dim) != 1:
                 continue
-            position = new_dims.index(dim)
-            old_before, new_before = product(old_dims[:index]), product(new_dims[:position])
+            run = _run_of(dim, new_dims) if balanced else None
+            if run is None and new_dims.count(dim) == 1:
+                run = new_dims.index(dim)
+            if run is None:
+                continue
+            old_before, new_before = product(old_dims[:index]), product(new_dims[:run])
             if _strictly_more(old_before, new_before) or _strictly_more(new_before, old_before):
                 return Reinterpretation(
-                    dim, group.old[index], group.new[position], old_before, new_before
+                    dim, group.old[index], group.new[run], old_before, new_before
+                )
+        for index, dim in enumerate(new_dims):
+            single = dim.factors and new_dims.count(dim) == 1
+            run = _run_of(dim, old_dims) if balanced and single else None
+            if run is None:
+                continue
+            old_before, new_before = product(old_dims[:run]), product(new_dims[:index])
+            if _strictly_more(old_before, new_before) or _strictly_more(new_before, old_before):
+                return Reinterpretation(
+                    dim, group.old[run], group.new[index], old_before, new_before
                 )
     return None
+
+
+def _run_of(size: Dim, dims: list[Dim]) -> int | None:
+    """Where ``dims`` holds ``size`` as the one run of two or more adjacent sizes, none of them
+    a literal, whose product it is (``H, W`` of ``H*W``), if ``size`` is no axis of its own."""
+    if size in dims:
+        return None
+    runs = [
+        start
+        for start in range(len(dims))
+        for stop in range(start + 2, len(dims) + 1)
+        if all(dim.factors for dim in dims[start:stop]) and product(dims[start:stop]) == size
+    ]
+    return runs[0] if len(runs) == 1 else None
 
 
 def heads_split_apart(width: Dim, new: tuple[Dim, ...]) -> Reinterpretation | None:

@@ -47,10 +47,11 @@ class ReinterpretingView:
     @property
     def splits(self) -> bool:
         """A split into heads-first axes (SC102's), not a merge of heads (SC103's): more axes
-        after the view than before (``[B*L, H, D]`` read as ``[B, H, L, D]``), or as many with
-        sizes moved in front of the moved axis."""
-        if len(self.new_shape) != len(self.old_shape):
-            return len(self.new_shape) > len(self.old_shape)
+        after the view than before (``[B*L, H, D]`` read as ``[B, H, L, D]``), or sizes moved
+        in front of the moved axis (``[B, L, H, D]`` folded as ``(B*H, L, D)``: the heads
+        put before the positions, into the batch)."""
+        if len(self.new_shape) > len(self.old_shape):
+            return True
         return self.moved.moves_forward
 
 

@@ -390,6 +390,8 @@ def _tensor_arithmetic(
     main, other = (left_tensor, right_tensor)
     if main.product is None and other.product is not None:
         main, other = other, main
+    if main.product is not None and other.product is None:
+        shape = _product_kept(shape, main)
     scaling = main.scaling
     factor_node = _operand(node, right=other is right_tensor)
     multiplies = operator == "*" and _may_be_scale(other) and not _rotates(factor_node)
@@ -407,6 +409,7 @@ def _tensor_arithmetic(
         shape=shape,
         layout=layout,
         origin=node,
+        known_last=_broadcast_width(left_tensor, right_tensor) if shape is None else None,
         is_parameter=left_tensor.is_parameter and right_tensor.is_parameter,
         scaling=scaling,
         product=main.product if operator in "+-*/" else None,
@@ -419,6 +422,29 @@ def _tensor_arithmetic(
         guess=guess,
         heads=_kept_heads(shape, left_tensor, right_tensor, context, node),
         positions=_phase(node, left_tensor, right_tensor),
+    )
+
+
+def _broadcast_width(left: TensorFact, right: TensorFact) -> Dim | None:
+    """The last size of a broadcast whose rank is unknown: a size one side names (taken to be
+    more than 1, as everywhere), which the other's must equal or be 1 to (LayoutLMv2's ``q +
+    self.q_bias.view(*_sz)``: ``q``'s width, whatever the bias's shape)."""
+    named = {side.last_dim for side in (left, right) if side.last_dim and side.last_dim.is_named}
+    return named.pop() if len(named) == 1 else None
+
+
+def _product_kept(shape: tuple[Dim, ...] | None, product: TensorFact) -> tuple[Dim, ...] | None:
+    """The shape of a product (attention scores) that a bias, mask or scale of other sizes
+    broadcasts onto: where the two name a size apart (Swin's scores, as long as the window
+    its caller names or ``x.shape[1]``, and its bias table, as long as its own
+    ``self.window_area``), PyTorch raises unless they are equal, so the product's size, the
+    one the code goes on to name (``attn.view(-1, self.num_heads, N, N)``), stands for both.
+    Not a size 1 of the product: the other operand's grows it."""
+    if shape is None or product.shape is None or len(shape) != len(product.shape):
+        return shape
+    return tuple(
+        kept if not kept.has_unknown and kept.value != 1 else dim
+        for dim, kept in zip(shape, product.shape, strict=True)
     )
 
 

@@ -187,9 +187,16 @@ def _reinterpreting(
 
 def _counted(old: tuple[Dim, ...], new: tuple[Dim, ...]) -> tuple[Dim, ...]:
     """``old`` with its one unknown size solved from the element count of ``new``, which a view
-    must keep: ``[B, H, ?, D]`` viewed as ``[B, L, H*D]`` holds ``L`` positions."""
+    must keep: ``[B, H, ?, D]`` viewed as ``[B, L, H*D]`` holds ``L`` positions. Without an
+    unknown, one unnamed size that ``new`` leaves out is solved alike: IDEFICS'
+    ``key_value_states`` ``[key_value_states.shape[0], kv_len, E]`` viewed as
+    ``(bsz, kv_len, H, D)`` has ``bsz`` rows (the same batch, named twice)."""
+    if any(dim.has_unknown for dim in new):
+        return old
     unknown = [axis for axis, dim in enumerate(old) if dim.has_unknown]
-    if len(unknown) != 1 or any(dim.has_unknown for dim in new):
+    if not unknown:
+        unknown = [axis for axis, dim in enumerate(old) if dim.is_unnamed and dim not in new]
+    if len(unknown) != 1:
         return old
     [axis] = unknown
     solved = product(new).floordiv(product(old[:axis] + old[axis + 1 :]))
@@ -578,7 +585,11 @@ def _pieces(call: OpCall, count: int | None, axis: int | None, piece_size: Dim |
     if count is None:
         return UNKNOWN
     if receiver.shape is None or axis is None:  # each piece has the receiver's rank
-        return _alike(replace(unknown_shape(call), rank_of=receiver.rank_of), count)
+        width = None  # along the last axis, a linear layer's width: each piece's share of it
+        if axis == -1 and receiver.known_last is not None:
+            width = piece_size or receiver.known_last.floordiv(Dim.constant(count))
+        piece = replace(unknown_shape(call), rank_of=receiver.rank_of, known_last=width)
+        return _alike(piece, count)
     position = receiver.normalise_axis(axis)
     if position is None:
         return UNKNOWN
