@@ -280,6 +280,14 @@ def test_queries_pooled_by_a_chosen_layer_of_a_named_sequential(
     assert [d.code for d in lint_source(text.encode(), "levit.py", rules).diagnostics] == found
 
 
+def test_an_empty_sequential_applies_nothing() -> None:
+    """``nn.Sequential()`` (timm's ``MultiQueryAttention2d`` fills its ``query`` and ``key``
+    by ``add_module`` later, when a stride asks for it) returns what it is given."""
+    text = CONV_NORM.format(handed="").replace("ConvNorm(dim, key_dim * 2)", "nn.Sequential()")
+    rules = [rule() for rule in all_rules()]
+    assert [d.code for d in lint_source(text.encode(), "mqa.py", rules).diagnostics] == ["SC301"]
+
+
 def test_einsum_operands_may_come_in_one_list() -> None:
     """cvt: ``torch.einsum("bhlk,bhtk->bhlt", [query, key])``."""
     body = QKV + (
