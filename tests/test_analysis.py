@@ -593,6 +593,39 @@ def test_pads_gathers_and_distances(computed: str, shape: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("indexed", "shape"),
+    [
+        ("x[keep]", "[?, d]"),  # a mask consumes its axes: one axis, as long as its Trues
+        ("x[~keep]", "[?, d]"),
+        ("x[:, positions]", "[b, n, d]"),  # integers: their shape where they stand
+        ("x[:, torch.zeros(5, 6, dtype=torch.long)]", "[b, 5, 6, d]"),
+        ("x[batches, positions]", "[b, n, d]"),  # side by side: broadcast together
+        ("x[torch.arange(b), -1]", "[b, d]"),
+        ("x[:, i]", "[b, d]"),  # a Python int drops its axis
+        ("x[positions.float()]", "?"),  # floats: PyTorch raises
+        ("x[batches, :, positions]", "?"),  # apart: moved to the front
+        ("x[keep, keep]", "?"),
+    ],
+)
+def test_tensor_indices_put_their_axes_where_they_stand(indexed: str, shape: str) -> None:
+    """Advanced indexing (each row checked with torch on a [2, 3, 4] input): x-transformers'
+    ``t[batch_arange, prompt_len_arange + offset[..., None], ...]`` in ``align_right``."""
+    source = f"""
+        import torch
+
+        def split(x, mask, i: int):
+            b, n, d = x.shape
+            b, n = mask.shape
+            keep = mask > 0
+            batches = torch.arange(b)[..., None]
+            positions = torch.arange(n)
+            result = {indexed}
+        """
+    fact = _facts_of(source, "result")
+    assert (format_shape(fact.shape) if fact.shape is not None else "?") == shape
+
+
+@pytest.mark.parametrize(
     ("resized", "shape"),
     [
         ('F.interpolate(x, size=(h, w), mode="bilinear")', "[b, c, h, w]"),

@@ -892,6 +892,53 @@ def test_a_size_less_a_part_of_it_is_the_rest() -> None:
     assert (width - Dim.constant(1)).has_unknown
 
 
+DECOMPOSED_POSITIONS = """\
+import torch
+import torch.nn as nn
+
+
+def get_rel_pos(q_size, k_size, rel_pos):
+    q_coords = torch.arange(q_size)[:, None]
+    k_coords = torch.arange(k_size)[None, :]
+    relative_coords = (q_coords - k_coords) + (k_size - 1)
+    return rel_pos[relative_coords.long()]
+
+
+class Attention(nn.Module):
+    def __init__(self, dim, heads, size):
+        super().__init__()
+        self.heads = heads
+        self.scale = (dim // heads) ** -0.5
+        self.qkv = nn.Linear(dim, dim * 3)
+        self.rel_pos_h = nn.Parameter(torch.zeros(2 * size - 1, dim // heads))
+
+    def forward(self, x):
+        b, height, width, _ = x.shape
+        qkv = self.qkv(x).reshape(b, height * width, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.reshape(3, b * self.heads, height * width, -1).unbind(0)
+        attn = (q * self.scale) @ k.transpose(-2, -1)
+        relative_height = get_rel_pos(height, height, self.rel_pos_h)
+        r_q = q.reshape(b * self.heads, height, width, -1)
+        relative_height = torch.einsum("bhwc,hkc->bhwk", r_q, relative_height)
+        attn = (
+            attn.view(b * self.heads, height, width, height, width)
+            + relative_height[:, :, :, :, None]
+        ).view(b * self.heads, height * width, height * width)
+        return attn.softmax(dim=-1)
+"""
+
+
+def test_a_decomposed_relative_position_bias_is_no_query_mask() -> None:
+    """SAM's and ViTDet's decomposed relative positions: the scores viewed as ``[B*H, qh, qw,
+    kh, kw]``, the keys over two axes, and a bias along ``kh`` added as ``[..., kh, 1]``. Its
+    table is looked up by an index tensor (``rel_pos[coords.long()]``), now of known shape."""
+    rules = [rule() for rule in all_rules()]
+    found = lint_source(DECOMPOSED_POSITIONS.encode(), "decomposed.py", rules).diagnostics
+    bias = _bound(DECOMPOSED_POSITIONS, "Attention.forward", "relative_height")
+    assert bias == "[b*self.heads, height, width, height]"
+    assert [d.code for d in found if d.code == "SC404"] == []
+
+
 RELATIVE_SHIFT = """\
 import torch
 import torch.nn as nn

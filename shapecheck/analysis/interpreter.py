@@ -1229,12 +1229,13 @@ class Interpreter:
         if prefix is not None:
             return prefix
         bounds: dict[ast.Slice, SliceBounds] = {}
+        indices: dict[ast.expr, Fact] = {}
         for piece in _subscript_pieces(node):
             if isinstance(piece, ast.Slice):
                 parts = (piece.lower, piece.upper, piece.step)
                 bounds[piece] = SliceBounds(*(self._bound(part) for part in parts))
             else:
-                self.eval(piece)
+                indices[piece] = self.eval(piece)
         index = _single_index(node)
         if isinstance(base, SizeFact | TupleFact) and index is None:
             window = _literal_slice(node)
@@ -1262,7 +1263,7 @@ class Interpreter:
                 known = _last_size(self.env.get(owner), index)
                 return IntFact(known or self.symbol(f"{owner}.shape[{index}]"))
         if isinstance(base, TensorFact):
-            return _index_tensor(base, node, bounds)
+            return _index_tensor(base, node, bounds, indices)
         return UNKNOWN
 
     def _bound(self, bound: ast.expr | None) -> Fact | None:
@@ -2737,12 +2738,18 @@ def _size_of(fact: Fact) -> Dim | None:
 
 
 def _index_tensor(
-    tensor: TensorFact, node: ast.Subscript, bounds: Mapping[ast.Slice, SliceBounds]
+    tensor: TensorFact,
+    node: ast.Subscript,
+    bounds: Mapping[ast.Slice, SliceBounds],
+    indices: Mapping[ast.expr, Fact],
 ) -> Fact:
     """``x[...]`` with slices, integers, ``None`` and ``...``: the axes kept, dropped, added.
 
     Basic indexing returns a view: the memory order of the kept axes stays (a slice leaves
-    gaps, which only ever make a later ``view`` less possible, never more).
+    gaps, which only ever make a later ``view`` less possible, never more). One tensor among
+    the indices (advanced indexing, a copy of the values picked) puts its own axes where it
+    stands: an integer index its shape (``t[batch_arange, ...]``), a boolean mask of ``r``
+    axes, which it consumes, one axis as long as its count of True (see :func:`_picked`).
     """
     unknown = flow(tensor, Family.VIEW, shape=None, layout=None, origin=node)
     if tensor.shape is None:
@@ -2750,7 +2757,30 @@ def _index_tensor(
     pieces = _subscript_pieces(node)
     if sum(_is_ellipsis(piece) for piece in pieces) > 1:
         return unknown  # Python raises
-    consumed = sum(1 for piece in pieces if not (_is_ellipsis(piece) or _is_none(piece)))
+    tensors = {
+        piece: index for piece in pieces if isinstance(index := indices.get(piece), TensorFact)
+    }
+    advanced = {piece: picked for piece, index in tensors.items() if (picked := _picked(index))}
+    if len(advanced) != len(tensors):
+        return unknown  # an index tensor whose rank or kind it cannot tell
+    if len(advanced) > 1:
+        # integer indices side by side (``t[batch_arange, positions]``) broadcast together
+        # where the first stands; apart, PyTorch moves them to the front
+        places = [pieces.index(piece) for piece in advanced]
+        integers = [shape for axes, shape in advanced.values() if axes == 1]
+        apart = places != list(range(places[0], places[0] + len(places)))
+        if apart or len(integers) < len(places):
+            return unknown
+        together: tuple[Dim, ...] | None = integers[0]
+        for other in integers[1:]:
+            together = broadcast_shapes(together, other)
+        first, *rest = advanced
+        advanced = {first: (1, together or ()), **{piece: (1, ()) for piece in rest}}
+    consumed = sum(
+        advanced[piece][0] if piece in advanced else 1
+        for piece in pieces
+        if not (_is_ellipsis(piece) or _is_none(piece))
+    )
     shape: list[Dim] = []
     order: list[int] = []
     old_order = tensor.layout.materialise(len(tensor.shape)) if tensor.layout else None
@@ -2778,19 +2808,46 @@ def _index_tensor(
         elif isinstance(piece, ast.Slice):
             keep(axis, bounds[piece].length(tensor.shape[axis]))
             axis += 1
-        elif isinstance(piece, ast.UnaryOp) or (
-            isinstance(piece, ast.Constant) and type(piece.value) is int
+        elif piece in advanced:
+            axes, picked_shape = advanced[piece]
+            shape.extend(picked_shape)
+            axis += axes
+        elif (
+            isinstance(piece, ast.UnaryOp)
+            or (isinstance(piece, ast.Constant) and type(piece.value) is int)
+            or isinstance(indices.get(piece), IntFact)
         ):
             axis += 1
         else:
-            return unknown  # advanced indexing copies; its shape depends on the index
+            return unknown
+    if axis > len(tensor.shape):
+        return unknown  # a mask of more axes than are left: PyTorch raises
     for position in range(axis, len(tensor.shape)):
         keep(position, tensor.shape[position])
+    if advanced:  # a copy, laid out as PyTorch chooses
+        return flow(tensor, Family.VIEW, shape=tuple(shape), layout=None, origin=node)
     layout = None
     if memory is not None and old_order is not None:
         layout = Layout(tuple(order)).renumbered(old_order.reordered_by)
     table = tensor.table.moved(landed, len(tensor.shape), len(shape)) if tensor.table else None
     return flow(tensor, Family.VIEW, shape=tuple(shape), layout=layout, origin=node, table=table)
+
+
+def _picked(index: TensorFact) -> tuple[int, tuple[Dim, ...]] | None:
+    """What an index tensor does where it stands: how many axes it consumes and the axes it
+    puts there. Integers (int64, int32): one axis, their shape. A boolean mask: its own rank
+    of axes, one axis of its count of True. Of unknown dtype, only a 1-d index is either
+    (one axis for one, of a length unknown); ``None``: its rank is unknown, or it may be
+    either of several ranks."""
+    if index.shape is None:
+        return None
+    if index.dtype == "bool":
+        return len(index.shape), (Dim.symbol("?"),)
+    if index.dtype in ("int64", "int32"):
+        return 1, index.shape
+    if index.dtype is None and len(index.shape) == 1:
+        return 1, (Dim.symbol("?"),)
+    return None  # of another dtype, PyTorch raises
 
 
 def _is_ellipsis(piece: ast.expr) -> bool:

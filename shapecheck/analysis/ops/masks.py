@@ -217,8 +217,10 @@ def misaligned_axis(mask: tuple[Dim, ...], scores: tuple[Dim, ...]) -> int | Non
 def masks_queries(mask: tuple[Dim, ...], scores: tuple[Dim, ...]) -> bool:
     """``[B, 1, L, 1]`` on scores ``[B, H, L, L]``: the sequence axis sits under the queries and
     the keys' axis is 1, so padded queries are blocked while every query still sees the padded
-    keys."""
-    if len(mask) < 2 or len(mask) > len(scores):
+    keys. Scores of more than four axes may hold the keys over two (SAM's and MViTv2's
+    decomposed relative positions view ``[B*H, L, L]`` as ``[B*H, qh, qw, kh, kw]`` and add a
+    bias along ``kh`` as ``[..., kh, 1]``): which axis holds the queries there is unknown."""
+    if len(mask) < 2 or len(mask) > len(scores) or len(scores) > 4:
         return False
     queries, keys = mask[-2], mask[-1]
     return (
