@@ -229,13 +229,16 @@ class _Fixes:
         self._places: dict[str, tuple[int, bool, bool]] = {}
 
     def edits(self, recipe: FixRecipe, node: ast.AST) -> FixEdits | None:
-        index = bisect.bisect_left(self._lasts, cast(ast.expr, node).lineno)
-        top_level = self.module.body[index] if index < len(self._statements) else None
-        tree = self._statement_tree(top_level, node) if top_level is not None else None
+        line = cast(ast.expr, node).lineno
+        # the first top-level statement ending at or after the node's line, if it holds it
+        index = bisect.bisect_left(self._lasts, line)
+        if index == len(self._statements) or line < self._statements[index][0]:
+            return None
+        tree = self._statement_tree(self.module.body[index], node)
+        if tree is None:  # a compound statement's header, a decorator, or unreadable alone
+            first, last = self._statements[index]
+            tree = self._parsed((first, 0, last), top_level=True)
         fix = recipe(tree) if tree is not None else None
-        if tree is None:  # in a compound statement's header, or a decorator
-            tree = self._top_level_tree(index, node)
-            fix = recipe(tree) if tree is not None else None
         if fix is None or tree is None:
             return None
         edits = tree.edits(fix)
@@ -274,14 +277,6 @@ class _Fixes:
             return None
         line, column, end_line, _ = self.lines.span(statement)
         return self._parsed((line, column, end_line), top_level=False)
-
-    def _top_level_tree(self, index: int, node: ast.AST) -> ConcreteTree | None:
-        """The first top-level statement ending at or after the node's line, if it holds it."""
-        line = cast(ast.expr, node).lineno
-        region = self._statements[index] if index < len(self._statements) else None
-        if region is None or line < region[0]:
-            return None
-        return self._parsed((region[0], 0, region[1]), top_level=True)
 
     def _parsed(self, region: tuple[int, int, int], *, top_level: bool) -> ConcreteTree | None:
         from shapecheck.concrete import ConcreteTree  # libcst: only for files with fixes
