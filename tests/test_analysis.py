@@ -859,6 +859,28 @@ def test_a_spliced_prefix_without_a_head_split_says_nothing_about_rank() -> None
     assert _facts_of(source, "pairs").shape is None
 
 
+def test_leading_sizes_read_before_their_name_is_bound_again_stay_the_first_tensors() -> None:
+    """MaxViT's ``restore_shape = x.shape[:-1]``, then ``x = attn @ v``, then
+    ``x.transpose(1, 2).reshape(restore_shape + (-1,))``: the prefix is the input's, never
+    that of the tensor ``x`` holds by then (read so, the merge looked like a head split)."""
+    source = """\
+        import torch
+
+        def split(self, x):
+            restore_shape = x.shape[:-1]
+            x = torch.zeros(2, 4, 8, 16)
+            merged = x.transpose(1, 2).reshape(restore_shape + (-1,))
+            read_after = x.reshape(x.shape[:-1] + (-1,))
+        """
+    assert _facts_of(source, "merged").shape is None
+    assert [str(dim) for dim in _facts_of(source, "read_after").shape or ()] == [
+        "2",
+        "4",
+        "8",
+        "16",
+    ]
+
+
 @pytest.mark.parametrize(
     "expression",
     ["x / 0.0", "x * 0.0 ** -1", "x * (-4.0) ** 0.5", "x / (0 * d)"],

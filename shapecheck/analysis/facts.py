@@ -274,6 +274,10 @@ class ShapePrefix(Fact):
     passed: bool = False
     """Read while ``owner``, a parameter, held what the call passed it: a caller that passed
     a name of its own reads the prefix in that name."""
+    binding: int = 0
+    """How many times ``owner`` had been bound again when the prefix was read: it is that
+    tensor's prefix, never that of one bound to the name later (``restore = x.shape[:-1]``,
+    then ``x = attn @ v``)."""
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import ast
 import contextlib
 import functools
 import re
+from collections import Counter
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -328,6 +329,8 @@ class Interpreter:
         """Names a nested function rebinds (``nonlocal y``): any call may change them."""
         self.assigned: set[str] = set()
         """The names this function assigns (``self.h`` included)."""
+        self.rebindings: Counter[str] = Counter()
+        """How many times each name was bound again (see ``ShapePrefix.binding``)."""
         self.passed: dict[str, list[TensorFact]] = {}
         """Parameters handed in with an unknown rank, by name: the fact each started from and
         the facts learned from it as the code showed more (see ``holds_passed``)."""
@@ -691,6 +694,7 @@ class Interpreter:
         self.env.pop(key, None)
         self.symbols.pop(key, None)
         self.assigned.add(key)
+        self.rebindings[key] += 1
 
     def _forget(self, target: ast.expr) -> None:
         if isinstance(target, ast.Tuple | ast.List):
@@ -1301,7 +1305,8 @@ class Interpreter:
         split = tensor.prefixed
         if split is not None and len(split.tail) == dropped:
             return split.prefix
-        return ShapePrefix(key, dropped, passed=self.holds_passed(key, tensor))
+        passed = self.holds_passed(key, tensor)
+        return ShapePrefix(key, dropped, passed, binding=self.rebindings[key])
 
     def spliced(self, fact: Fact) -> Fact:
         """What ``*value`` splices in: a shape prefix read again now, if its rank is known."""
@@ -1313,7 +1318,10 @@ class Interpreter:
         return fact
 
     def resolved(self, prefix: ShapePrefix) -> SizeFact | None:
-        """The sizes a :class:`ShapePrefix` stands for, once its tensor's rank is known."""
+        """The sizes a :class:`ShapePrefix` stands for, once its tensor's rank is known (and
+        while its name still holds that tensor)."""
+        if self.rebindings[prefix.owner] != prefix.binding:
+            return None
         tensor = self.env.get(prefix.owner)
         shape = tensor.shape if isinstance(tensor, TensorFact) else None
         if shape is None or len(shape) < prefix.dropped:
@@ -2050,7 +2058,12 @@ class Interpreter:
         passed = {**dict(zip(positional, args, strict=False)), **kwargs}
         names = {param: dotted_name(node) for param, (_, node) in passed.items()}
         renames = {
-            param: ShapePrefix(name, 0, self.holds_passed(name, self.env.get(name)))
+            param: ShapePrefix(
+                name,
+                0,
+                self.holds_passed(name, self.env.get(name)),
+                binding=self.rebindings[name],
+            )
             for param, name in names.items()
             if name is not None
         }
