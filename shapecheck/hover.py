@@ -20,6 +20,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TypeGuard
 
 from shapecheck.analysis import ModuleAnalysis
 from shapecheck.analysis.dims import Dim, Quotient, Symbol
@@ -35,6 +36,7 @@ from shapecheck.analysis.facts import (
 )
 from shapecheck.analysis.interpreter import FunctionFacts
 from shapecheck.analysis.layout import Layout
+from shapecheck.analysis.ops.masks import WEAK_FILL
 from shapecheck.source import Lines
 
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
@@ -419,6 +421,14 @@ def _leading(prefix: ShapePrefix) -> str:
     return f"*{sizes}"
 
 
+def _masks(fill: ScalarFact | None) -> TypeGuard[ScalarFact]:
+    """Does a product with the number ``fill`` make an additive mask: a literal below -1, or
+    one large enough to mask when subtracted (``(1 - mask) * -1e4``, ``mask * 1e9``)? A
+    scale is a product with a number too (``q * self.scale``, ``x * 0.5``, ``x * -1``)."""
+    value = fill.value if fill is not None else None
+    return value is not None and (value < -1 or value >= WEAK_FILL)
+
+
 def _role(fact: TensorFact, scope: _Scope) -> str | None:
     """What the tensor is in attention (scores and how they were scaled, weights, a mask and
     its polarity, ...), as one phrase."""
@@ -435,9 +445,8 @@ def _role(fact: TensorFact, scope: _Scope) -> str | None:
         parts.append("probabilities (a softmax)")
     elif fact.polarity is not None:
         parts.append(f"boolean mask, True = {fact.polarity}")
-    elif fact.fill is not None:
-        fill = fact.fill.value
-        parts.append("additive mask" + (f" (fill {fill:g})" if fill is not None else ""))
+    elif _masks(fact.fill):
+        parts.append(f"additive mask (fill {fact.fill.value:g})")
     elif fact.is_linear_weight:
         parts.append("nn.Linear weight [out_features, in_features]")
     elif fact.is_parameter:

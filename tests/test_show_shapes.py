@@ -148,6 +148,30 @@ def test_the_listing_says_each_tensors_role(cli: Cli, write: Write) -> None:
     assert row(result.output, 23).endswith("# causal: [seq, seq] · boolean mask, True = attend")
 
 
+def test_a_scaled_tensor_is_no_additive_mask(cli: Cli, write: Write) -> None:
+    """A product with a number is a mask's fill only where the number masks: ``q *
+    self.scale`` was listed as "additive mask"."""
+    write(
+        "fill.py",
+        textwrap.dedent(
+            """\
+            import torch
+
+
+            def forward(q: torch.Tensor, mask: torch.Tensor, scale: float):
+                q = q * scale
+                half = q * 0.5
+                bias = (1.0 - mask) * -10000.0
+                return q, half, bias
+            """
+        ),
+    )
+    result = cli("--show-shapes", "fill.py")
+    assert row(result.output, 5).endswith("# q: ?")
+    assert row(result.output, 6).endswith("# half: ?")
+    assert row(result.output, 7).endswith("# bias: ? · additive mask (fill -10000)")
+
+
 def test_a_helper_shows_its_callers_sizes_in_its_own_names(cli: Cli, write: Write) -> None:
     """The analysis gives ``split_heads`` the ``[batch, seq, d_model]`` its caller passes;
     ``batch`` and ``seq`` are not names of ``split_heads`` (before, the listing said
