@@ -723,6 +723,34 @@ def test_a_name_bound_on_some_paths_only_is_what_they_bound() -> None:
     assert shapes["kept"] is None or shapes["kept"] == "?"
 
 
+@pytest.mark.parametrize("annotation", ["Attention", '"Attention"', "Optional[Attention]"])
+def test_a_handed_modules_layers_compute_in_its_sizes_named_through_it(annotation: str) -> None:
+    """diffusers' processors get the module (``attn: Attention``, also as the forward
+    reference ``"FluxAttention"``) and call the layers its ``__init__`` stored: the output is
+    that layer's, and the class's ``self.heads`` reads as ``attn.heads`` here."""
+    source = f"""\
+        from typing import Optional
+
+        import torch
+        from torch import nn
+
+        class Attention(nn.Module):
+            def __init__(self, dim: int, heads: int):
+                super().__init__()
+                self.heads = heads
+                self.to_q = nn.Linear(dim, dim)
+
+        class Processor:
+            def __call__(self, attn: {annotation}, x: torch.Tensor):
+                b, n, _ = x.shape
+                query = attn.to_q(x)
+                split = query.view(b, n, attn.heads, -1)
+        """
+    shapes = _shapes_in(source, "Processor.__call__")
+    assert shapes["query"] == "[b, n, dim]"
+    assert shapes["split"] == "[b, n, attn.heads, dim//attn.heads]"
+
+
 def _shapes_in(source: str, function: str) -> dict[str, str]:
     """The shape of what each name of ``function`` was bound to last, a leading prefix
     written ``*owner.shape[:-k]``."""

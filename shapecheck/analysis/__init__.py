@@ -24,9 +24,9 @@ from shapecheck.analysis.facts import (
     ModuleFact,
     Product,
     QualifiedName,
-    ScalarFact,
     TensorFact,
     Unknown,
+    sizes_substituted,
 )
 from shapecheck.analysis.imported import (
     Construction,
@@ -772,24 +772,4 @@ def _sizes_read_through(interpreter: Interpreter, renamed: dict[Symbol, Dim]) ->
 
 def _substitute_sizes(attributes: dict[str, Fact], mapping: dict[Symbol, Dim]) -> None:
     for attribute, fact in attributes.items():
-        if isinstance(fact, IntFact):
-            attributes[attribute] = IntFact(substitute(fact.dim, mapping))
-        elif isinstance(fact, ScalarFact) and fact.scale is not None:
-            base = substitute(fact.scale.base, mapping)
-            attributes[attribute] = replace(fact, scale=replace(fact.scale, base=base))
-        elif isinstance(fact, ModuleFact):
-            attributes[attribute] = _substituted_module(fact, mapping)
-
-
-def _substituted_module(module: ModuleFact, mapping: dict[Symbol, Dim]) -> ModuleFact:
-    """``module`` with its sizes (its layers' too, in an ``nn.Sequential``) renamed."""
-    return replace(
-        module,
-        out_features=substitute(module.out_features, mapping) if module.out_features else None,
-        in_features=substitute(module.in_features, mapping) if module.in_features else None,
-        axis_sizes=tuple((name, substitute(dim, mapping)) for name, dim in module.axis_sizes),
-        stages=tuple(
-            _substituted_module(stage, mapping) if isinstance(stage, ModuleFact) else stage
-            for stage in module.stages
-        ),
-    )
+        attributes[attribute] = sizes_substituted(fact, mapping)

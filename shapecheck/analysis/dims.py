@@ -350,6 +350,19 @@ def product(dims: tuple[Dim, ...] | list[Dim]) -> Dim:
     return result
 
 
+def symbols_in(dim: Dim) -> set[Symbol]:
+    """The symbols a size is made of (``n_embd`` and ``n_head`` in ``n_embd // n_head``)."""
+    found: set[Symbol] = set()
+    dims = [dim]
+    while dims:
+        for atom in dims.pop().factors:
+            if isinstance(atom, Quotient):
+                dims += [atom.numerator, atom.denominator]
+            else:
+                found.add(atom)
+    return found
+
+
 def substitute(dim: Dim, mapping: dict[Symbol, Dim]) -> Dim:
     """``dim`` with each symbol in ``mapping`` replaced by its size."""
     assumed = {_substitute_quotient(quotient, mapping) for quotient in dim.assumes}

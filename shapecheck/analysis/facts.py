@@ -7,9 +7,9 @@ Every evaluated expression gets one fact. Facts are immutable; an operation make
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from shapecheck.analysis.dims import Dim
+from shapecheck.analysis.dims import Dim, Symbol, substitute
 from shapecheck.analysis.layout import Layout
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
@@ -555,3 +555,21 @@ class TensorFact(Fact):
 
 def fresh_shape(rank: int) -> tuple[Dim, ...]:
     return tuple(Dim.symbol("?") for _ in range(rank))
+
+
+def sizes_substituted(fact: Fact, mapping: dict[Symbol, Dim]) -> Fact:
+    """``fact`` with the sizes it holds renamed by ``mapping``: a size, a scale's base, a
+    layer's sizes (its layers' too, in an ``nn.Sequential``); any other fact as it is."""
+    if isinstance(fact, IntFact):
+        return IntFact(substitute(fact.dim, mapping))
+    if isinstance(fact, ScalarFact) and fact.scale is not None:
+        return replace(fact, scale=replace(fact.scale, base=substitute(fact.scale.base, mapping)))
+    if isinstance(fact, ModuleFact):
+        return replace(
+            fact,
+            out_features=substitute(fact.out_features, mapping) if fact.out_features else None,
+            in_features=substitute(fact.in_features, mapping) if fact.in_features else None,
+            axis_sizes=tuple((name, substitute(dim, mapping)) for name, dim in fact.axis_sizes),
+            stages=tuple(sizes_substituted(stage, mapping) for stage in fact.stages),
+        )
+    return fact

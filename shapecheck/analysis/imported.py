@@ -36,7 +36,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import Any
 
-from shapecheck.analysis.dims import Dim, Quotient, Symbol
+from shapecheck.analysis.dims import Dim, Quotient, symbols_in
 from shapecheck.analysis.facts import (
     UNKNOWN,
     ClassRef,
@@ -662,11 +662,11 @@ class ProjectScope:
             return InstanceFact(cls.name)
         # a size the decided ones are made of is bound too (``n_embd``, which ``head_size =
         # n_embd // n_head`` divides); others would only multiply the models
-        related = set().union(*(_symbols_in(dim) for dim in decided))
+        related = set().union(*(symbols_in(dim) for dim in decided))
         sizes = {
             name: fact
             for name, fact in passed_sizes.items()
-            if _decides_sizes(fact.dim) or _symbols_in(fact.dim) <= related
+            if _decides_sizes(fact.dim) or symbols_in(fact.dim) <= related
         }
         key = (cls.name, *sizes.items())
         if key not in self._instances:
@@ -916,19 +916,6 @@ def _decides_sizes(dim: Dim) -> bool:
     return dim.coefficient != 1 or len(dim.factors) != 1 or isinstance(dim.factors[0], Quotient)
 
 
-def _symbols_in(dim: Dim) -> set[Symbol]:
-    """The symbols a size is made of (``n_embd`` and ``n_head`` in ``n_embd // n_head``)."""
-    found: set[Symbol] = set()
-    dims = [dim]
-    while dims:
-        for atom in dims.pop().factors:
-            if isinstance(atom, Quotient):
-                dims += [atom.numerator, atom.denominator]
-            else:
-                found.add(atom)
-    return found
-
-
 def _handed_on(init: FunctionNode | None) -> set[str]:
     """The parameters of ``__init__`` it hands to the layers it builds (a name in CapWords),
     as written or through a local (``head_size = n_embd // n_head``, then
@@ -966,7 +953,7 @@ def _size_names(model: ClassModel) -> set[str]:
             dims += [size for size in (fact.in_features, fact.out_features) if size is not None]
         elif isinstance(fact, TensorFact) and fact.shape is not None:
             dims += fact.shape
-    return {symbol.name for dim in dims for symbol in _symbols_in(dim)}
+    return {symbol.name for dim in dims for symbol in symbols_in(dim)}
 
 
 def classes_in(statements: Sequence[ast.stmt]) -> Iterator[ast.ClassDef]:

@@ -59,6 +59,7 @@ from shapecheck.analysis.facts import (
     TupleFact,
     Unknown,
     scale_of,
+    sizes_substituted,
     text_of,
 )
 from shapecheck.analysis.imports import canonical, dotted_name
@@ -845,7 +846,7 @@ class Interpreter:
             spec = self._shape_spec(annotation_node)
             if spec is not None:
                 return _declared_tensor(declared(spec, self.annotation_sizes))
-        annotation = dotted_name(_not_none(annotation_node)) if annotation_node else None
+        annotation = _annotated_name(annotation_node) if annotation_node else None
         if annotation in self.context.classes:
             return InstanceFact(annotation)
         if self._norm_or_activation_class(param.default):
@@ -1030,6 +1031,19 @@ class Interpreter:
             return self.env[key]
         return self._member(node, self.eval(node.value))
 
+    def _held_by(self, holder: str, model: ClassModel, fact: Fact) -> Fact:
+        """``fact``, which ``model``'s ``__init__`` stored on its ``self``, read through
+        ``holder`` here (``attn``): the sizes that class names ``self.heads`` are
+        ``attn.heads`` (the same size each time this function reads them)."""
+        mapping = {
+            symbol: self.symbol(f"{holder}.{attribute}")
+            for attribute, stored in model.attributes.items()
+            if isinstance(stored, IntFact)
+            and (symbol := stored.dim.single_symbol) is not None
+            and symbol.name == f"self.{attribute}"
+        }
+        return sizes_substituted(fact, mapping)
+
     def _member(self, node: ast.Attribute, base: Fact) -> Fact:
         """``node.attr`` looked up on ``base``, the already evaluated ``node.value``."""
         key = dotted_name(node)
@@ -1051,11 +1065,16 @@ class Interpreter:
             return ImportedName(base.reason, f"{base.detail}.{attribute}")
         if isinstance(base, InstanceFact | ClassRef):
             # a layer's method (``self.attend.attention(q, k, v)``), or a class's static one
-            # (``Attention.attention(q, k, v)``), of this module or another file's
+            # (``Attention.attention(q, k, v)``), of this module or another file's; what an
+            # instance's ``__init__`` stored (diffusers' processors call ``attn.to_q(x)`` of
+            # the ``attn: Attention`` handed to them), its sizes that class's own
             model = self.context.classes.get(base.name)
             method = model.methods.get(attribute) if model is not None else None
             if method is not None and (isinstance(base, InstanceFact) or static_method(method)):
                 return FunctionRef(method, class_name=base.name)
+            holder = dotted_name(node.value)
+            if model is not None and isinstance(base, InstanceFact) and holder is not None:
+                return self._held_by(holder, model, model.attributes.get(attribute, UNKNOWN))
             return UNKNOWN
         if (
             attribute == "weight"
@@ -2190,6 +2209,16 @@ def _declared_tensor(shape: tuple[Dim, ...] | PrefixedShape | None) -> TensorFac
         )
     rank = None if shape is None else len(shape)
     return TensorFact(shape, Layout.contiguous(rank), scaling=PARAMETER_SCALING)
+
+
+def _annotated_name(annotation: ast.expr) -> str | None:
+    """The name an annotation gives (``Attention``, ``Optional[Attention]``), written as a
+    string too: the forward reference ``"FluxAttention"`` (diffusers' processors)."""
+    named = _not_none(annotation)
+    if isinstance(named, ast.Constant) and isinstance(named.value, str):
+        text = named.value.strip()
+        return text if all(part.isidentifier() for part in text.split(".")) else None
+    return dotted_name(named)
 
 
 def _not_none(annotation: ast.expr) -> ast.expr:
