@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from shapecheck.analysis import ModuleAnalysis
 from shapecheck.analysis.observations import IncompatibleView
-from shapecheck.fixes import Fix
+from shapecheck.fixes import FixOffer, Replacements
 from shapecheck.rule import Rule, Violation, assuming
 
 if TYPE_CHECKING:
@@ -71,22 +71,30 @@ class ViewWithoutContiguous(Rule):
                 f"`.view()` merges axes {axes}, which {reordered} left non-adjacent in memory: "
                 "PyTorch raises 'view size is not compatible'; "
                 "use `.contiguous().view(...)` or `.reshape(...)`" + assuming(view.receiver.guess),
-                fix=partial(_contiguous_first, view.call, safe=not view.receiver.uncertain),
+                fix=_contiguous_first(view.call, safe=not view.receiver.uncertain),
             )
 
 
-def _contiguous_first(call: ast.Call, tree: ConcreteTree, *, safe: bool) -> Fix | None:
+def _contiguous_first(call: ast.Call, *, safe: bool) -> FixOffer | None:
     """``x.view(...)`` -> ``x.contiguous().view(...)``: the same values, now in memory order.
     Safe only where the layout is certain: a view that in fact works (the tensor was changed
-    in place behind the analysis' back) shares memory, and a copy would break writes to it."""
+    in place behind the analysis' back) shares memory, and a copy would break writes to it.
+    Only the method's name is rewritten: the receiver, its comments and its line breaks stay
+    as written."""
+    if not isinstance(call.func, ast.Attribute) or call.func.attr != "view":
+        return None
+    return FixOffer(
+        "insert `.contiguous()` before `.view()`", safe, partial(_contiguous_view, call.func)
+    )
+
+
+def _contiguous_view(method: ast.Attribute, tree: ConcreteTree) -> Replacements | None:
     import libcst as cst  # libcst loads only when a fix is written
 
-    method = tree.node(call.func)
-    if not isinstance(method, cst.Attribute) or method.attr.value != "view":
+    written = tree.node(method)
+    if not isinstance(written, cst.Attribute):
         return None
-    # only the name changes: the receiver, its comments and its line breaks stay as written
-    edit = ((method.attr, "contiguous().view"),)
-    return Fix("insert `.contiguous()` before `.view()`", edit, safe=safe)
+    return ((written.attr, "contiguous().view"),)
 
 
 def _describe(analysis: ModuleAnalysis, node: ast.AST) -> str:

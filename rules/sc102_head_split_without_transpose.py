@@ -14,7 +14,7 @@ from shapecheck.analysis.observations import (
     ChannelsMovingView,
     ReinterpretingView,
 )
-from shapecheck.fixes import Fix, FixRecipe, inverse, reorder
+from shapecheck.fixes import FixOffer, Replacements, inverse, reorder
 from shapecheck.rule import Rule, Violation, assuming
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ def _keys_viewed_as_transposed(analysis: ModuleAnalysis) -> set[ast.AST]:
     return found
 
 
-def _split_then_reorder(analysis: ModuleAnalysis, view: ReinterpretingView) -> FixRecipe | None:
+def _split_then_reorder(analysis: ModuleAnalysis, view: ReinterpretingView) -> FixOffer | None:
     """``x.view(B, H, L, D)`` -> ``x.view(B, L, H, D).transpose(1, 2)``, when shapes say so.
 
     The sizes are split in the order the data lies in, then moved where the code wanted
@@ -119,10 +119,15 @@ def _split_then_reorder(analysis: ModuleAnalysis, view: ReinterpretingView) -> F
         or plan_view(view.old_shape, receiver.layout, split).merged
     ):
         return None  # the split itself would need a copy
-    return partial(_write_split, view.call, order)
+    return FixOffer(
+        "split the features in memory order, then move the heads forward",
+        safe=False,
+        write=partial(_write_split, view.call, order),
+        rewritten=(view.call,),
+    )
 
 
-def _write_split(call: ast.Call, order: tuple[int, ...], tree: ConcreteTree) -> Fix | None:
+def _write_split(call: ast.Call, order: tuple[int, ...], tree: ConcreteTree) -> Replacements | None:
     import libcst as cst  # libcst loads only when a fix is written
 
     from shapecheck.concrete import code
@@ -133,8 +138,4 @@ def _write_split(call: ast.Call, order: tuple[int, ...], tree: ConcreteTree) -> 
     method = written.func
     sizes = ", ".join(code(written.args[axis].value) for axis in order)
     content = f"{code(method.value)}.{method.attr.value}({sizes}){reorder(inverse(order))}"
-    return Fix(
-        "split the features in memory order, then move the heads forward",
-        ((written, content),),
-        safe=False,
-    )
+    return ((written, content),)

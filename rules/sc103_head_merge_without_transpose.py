@@ -10,7 +10,7 @@ from shapecheck.analysis.dims import format_shape
 from shapecheck.analysis.facts import TensorFact
 from shapecheck.analysis.layout import faithful_order
 from shapecheck.analysis.observations import ChannelsMovingView, ReinterpretingView
-from shapecheck.fixes import Fix, FixRecipe, reorder
+from shapecheck.fixes import FixOffer, Replacements, reorder
 from shapecheck.rule import Rule, Violation, assuming
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ class HeadMergeWithoutTranspose(Rule):
             )
 
 
-def _reorder_then_merge(analysis: ModuleAnalysis, view: ReinterpretingView) -> FixRecipe | None:
+def _reorder_then_merge(analysis: ModuleAnalysis, view: ReinterpretingView) -> FixOffer | None:
     """``out.view(B, L, E)`` of ``[B, H, L, D]`` -> ``out.transpose(1, 2).contiguous().view(...)``.
 
     The axes are first put in the order the merge needs (the one order closest to as
@@ -96,19 +96,21 @@ def _reorder_then_merge(analysis: ModuleAnalysis, view: ReinterpretingView) -> F
         and not tensor.keywords
     ):
         tensor, copy = tensor.func.value, ".contiguous()"
-    return partial(_write_merge, method.value, tensor, f"{reorder(order)}{copy}")
+    return FixOffer(
+        "move the heads next to the features before merging them",
+        safe=False,
+        write=partial(_write_merge, method.value, tensor, f"{reorder(order)}{copy}"),
+        rewritten=(method.value,),
+        kept=(tensor,),
+    )
 
 
 def _write_merge(
     replaced: ast.expr, tensor: ast.expr, reordered: str, tree: ConcreteTree
-) -> Fix | None:
+) -> Replacements | None:
     from shapecheck.concrete import atom  # libcst loads only when a fix is written
 
     target, written = tree.node(replaced), tree.node(tensor)
     if target is None or written is None:
         return None
-    return Fix(
-        "move the heads next to the features before merging them",
-        ((target, f"{atom(written)}{reordered}"),),
-        safe=False,
-    )
+    return ((target, f"{atom(written)}{reordered}"),)

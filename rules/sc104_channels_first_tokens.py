@@ -9,7 +9,7 @@ from shapecheck.analysis import ModuleAnalysis
 from shapecheck.analysis.dims import Dim, format_shape
 from shapecheck.analysis.facts import TensorFact
 from shapecheck.analysis.observations import ChannelsMovingView
-from shapecheck.fixes import Fix, FixRecipe
+from shapecheck.fixes import FixOffer, Replacements
 from shapecheck.rule import Rule, Violation, assuming
 
 if TYPE_CHECKING:
@@ -113,7 +113,7 @@ def _remedy(first: tuple[Dim, ...], last: tuple[Dim, ...], to_last: bool) -> str
     return f"move them first (`.movedim({'1, -1' if to_last else '-1, 1'})`)"
 
 
-def _moved_first(analysis: ModuleAnalysis, view: ChannelsMovingView) -> FixRecipe | None:
+def _moved_first(analysis: ModuleAnalysis, view: ChannelsMovingView) -> FixOffer | None:
     """Map to tokens: the view becomes ``x.flatten(2).transpose(1, 2)``. Tokens to map: ``x``
     becomes ``x.transpose(1, 2)`` before the same view. Only where ``x``'s shape is the one
     the view read."""
@@ -131,22 +131,26 @@ def _moved_first(analysis: ModuleAnalysis, view: ChannelsMovingView) -> FixRecip
     if tensor is None:
         return None
     if view.moved.to_last and len(view.new_shape) == 3:
-        return partial(_write, call, tensor, ".flatten(2).transpose(1, 2)", whole=True)
-    if not view.moved.to_last and len(view.old_shape) == 3:
-        return partial(_write, call, tensor, ".transpose(1, 2)", whole=False)
-    return None
+        moved, whole = ".flatten(2).transpose(1, 2)", True
+    elif not view.moved.to_last and len(view.old_shape) == 3:
+        moved, whole = ".transpose(1, 2)", False
+    else:
+        return None
+    return FixOffer(
+        "move the channels before reading the values in their new order",
+        safe=False,
+        write=partial(_write, call, tensor, moved, whole=whole),
+        rewritten=(call if whole else tensor,),
+        kept=(tensor,),
+    )
 
 
 def _write(
     call: ast.Call, tensor: ast.expr, moved: str, tree: ConcreteTree, *, whole: bool
-) -> Fix | None:
+) -> Replacements | None:
     from shapecheck.concrete import atom  # libcst loads only when a fix is written
 
     replaced, written = tree.node(call if whole else tensor), tree.node(tensor)
     if replaced is None or written is None:
         return None
-    return Fix(
-        "move the channels before reading the values in their new order",
-        ((replaced, f"{atom(written)}{moved}"),),
-        safe=False,
-    )
+    return ((replaced, f"{atom(written)}{moved}"),)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from shapecheck.analysis import ModuleAnalysis
 from shapecheck.analysis.facts import Product, TensorFact
 from shapecheck.analysis.observations import AttentionScores
-from shapecheck.fixes import Fix, FixRecipe
+from shapecheck.fixes import FixOffer, Replacements
 from shapecheck.rule import Rule, Violation, assuming
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ class KeyNotTransposed(Rule):
                 )
 
 
-def _fix(analysis: ModuleAnalysis, product: Product) -> FixRecipe | None:
+def _fix(analysis: ModuleAnalysis, product: Product) -> FixOffer | None:
     """Keys with their last two axes swapped, written where the product reads them, when the
     shapes prove it right: ``k.transpose(1, 2)``, ``k.T`` and ``k.view(B, H, D, L)`` of keys
     ``[..., L, D]`` become ``k.transpose(-2, -1)``; keys ``[..., L, D]`` read as they are get
@@ -106,17 +106,22 @@ def _fix(analysis: ModuleAnalysis, product: Product) -> FixRecipe | None:
         return None
     if len(fact.shape) != len(queries) or fact.shape[:-2] != queries[:-2]:
         return None  # the batch axes must already line up
-    return partial(_write_transposed, written, keys)
+    return FixOffer(
+        "transpose the keys' last two axes",
+        safe=False,
+        write=partial(_write_transposed, written, keys),
+        rewritten=(written,),
+        kept=(keys,),
+    )
 
 
-def _write_transposed(written: ast.expr, keys: ast.expr, tree: ConcreteTree) -> Fix | None:
+def _write_transposed(written: ast.expr, keys: ast.expr, tree: ConcreteTree) -> Replacements | None:
     from shapecheck.concrete import atom  # libcst loads only when a fix is written
 
     target, tensor = tree.node(written), tree.node(keys)
     if target is None or tensor is None:
         return None
-    content = f"{atom(tensor)}.transpose(-2, -1)"
-    return Fix("transpose the keys' last two axes", ((target, content),), safe=False)
+    return ((target, f"{atom(tensor)}.transpose(-2, -1)"),)
 
 
 def _reordered(analysis: ModuleAnalysis, node: ast.expr) -> ast.expr | None:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from shapecheck.analysis import ModuleAnalysis
 from shapecheck.analysis.observations import NoOpAxisOp
-from shapecheck.fixes import Fix
+from shapecheck.fixes import FixOffer, Replacements
 from shapecheck.rule import Rule, Violation
 
 if TYPE_CHECKING:
@@ -60,16 +60,26 @@ class NoOpAxisOperation(Rule):
             yield Violation(
                 op.anchor,
                 f"`{name}({axes})` {what}: it does nothing; remove it, or name the axes meant",
-                fix=partial(_removed, name, op.call, op.receiver) if op.receiver else None,
+                fix=_removed(name, op.call, op.receiver) if op.receiver else None,
             )
 
 
-def _removed(name: str, call: ast.Call, receiver: ast.expr, tree: ConcreteTree) -> Fix | None:
+def _removed(name: str, call: ast.Call, receiver: ast.expr) -> FixOffer:
     """``x.permute(0, 1, 2)`` -> ``x``."""
+    return FixOffer(
+        f"remove the `{name}`",
+        safe=True,
+        write=partial(_receiver_alone, call, receiver),
+        rewritten=(call,),
+        kept=(receiver,),
+        keeps_results=True,
+    )
+
+
+def _receiver_alone(call: ast.Call, receiver: ast.expr, tree: ConcreteTree) -> Replacements | None:
     from shapecheck.concrete import atom  # libcst loads only when a fix is written
 
     written, tensor = tree.node(call), tree.node(receiver)
     if written is None or tensor is None:
         return None
-    replacement = ((written, atom(tensor)),)
-    return Fix(f"remove the `{name}`", replacement, safe=True, keeps_results=True)
+    return ((written, atom(tensor)),)

@@ -10,7 +10,7 @@ from shapecheck.analysis import ModuleAnalysis, argument
 from shapecheck.analysis.facts import Product, ScaleEvidence, TensorFact
 from shapecheck.analysis.imports import dotted_name
 from shapecheck.analysis.observations import AttentionScores, WeightsScaled
-from shapecheck.fixes import Fix, FixRecipe
+from shapecheck.fixes import FixOffer, Replacements
 from shapecheck.rule import Rule, Violation
 
 if TYPE_CHECKING:
@@ -160,7 +160,7 @@ def _cosine_only(analysis: ModuleAnalysis, scaling: tuple[ScaleEvidence, ...] | 
 _SELF_ATTRIBUTE = re.compile(r"self(\.[A-Za-z_]\w*)+")
 
 
-def _scaled(analysis: ModuleAnalysis, product: Product) -> FixRecipe | None:
+def _scaled(analysis: ModuleAnalysis, product: Product) -> FixOffer | None:
     """Divide by ``math.sqrt(d_k)`` after the product (``q @ kᵀ / s``, and
     ``torch.matmul(q, kᵀ) / s`` where the call stands alone), else on the queries inside it.
     ``d_k`` is the size the analysis knows (``self.head_dim``) or read from the queries
@@ -173,13 +173,19 @@ def _scaled(analysis: ModuleAnalysis, product: Product) -> FixRecipe | None:
         d_k = f"{analysis.source(written)}.size({product.left_contracted})"
     else:
         return None
-    divisor = f"math.sqrt({d_k})"
-    if isinstance(product.node, ast.BinOp) or _stands_alone(analysis, product.node):
-        return partial(_divided, product.node, True, divisor)
-    return partial(_divided, written, False, divisor)
+    whole = isinstance(product.node, ast.BinOp) or _stands_alone(analysis, product.node)
+    scaled = product.node if whole else written
+    return FixOffer(
+        "divide the scores by sqrt(d_k)",
+        safe=False,
+        write=partial(_divided, scaled, whole, f"math.sqrt({d_k})"),
+        rewritten=(scaled,),
+        kept=(scaled,),
+        imports=("math",),
+    )
 
 
-def _divided(scaled: ast.AST, whole: bool, divisor: str, tree: ConcreteTree) -> Fix | None:
+def _divided(scaled: ast.AST, whole: bool, divisor: str, tree: ConcreteTree) -> Replacements | None:
     """``scaled / divisor``: ``scaled`` replaced whole (parentheses around it stay), or
     parenthesised as an operand where it would not stay whole."""
     from shapecheck.concrete import bare, operand  # libcst loads only when a fix is written
@@ -187,8 +193,7 @@ def _divided(scaled: ast.AST, whole: bool, divisor: str, tree: ConcreteTree) -> 
     node = tree.node(scaled)
     if node is None:
         return None
-    replacement = (node, f"{bare(node) if whole else operand(node)} / {divisor}")
-    return Fix("divide the scores by sqrt(d_k)", (replacement,), safe=False, imports=("math",))
+    return ((node, f"{bare(node) if whole else operand(node)} / {divisor}"),)
 
 
 def _stands_alone(analysis: ModuleAnalysis, node: ast.AST) -> bool:

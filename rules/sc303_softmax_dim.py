@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from shapecheck.analysis import ModuleAnalysis
 from shapecheck.analysis.observations import SoftmaxAxis
-from shapecheck.fixes import Fix, FixRecipe
+from shapecheck.fixes import FixOffer, Replacements
 from shapecheck.rule import Rule, Violation, assuming
 
 if TYPE_CHECKING:
@@ -77,24 +77,29 @@ class SoftmaxDim(Rule):
             )
 
 
-def _over_keys(softmax: SoftmaxAxis) -> FixRecipe | None:
-    """Write ``dim=<keys>`` (counted from the end) where the call takes it."""
+def _over_keys(softmax: SoftmaxAxis) -> FixOffer | None:
+    """Write ``dim=<keys>`` (counted from the end) where the call takes it: in place of the
+    ``dim`` given, else after the last argument (the call written again as it was)."""
     keys = str(softmax.keys - softmax.rank)
+    description = f"softmax over the keys (dim={keys})"
     if softmax.dim is not None:
-        return partial(_write_dim, softmax.dim, keys)
+        write = partial(_write_dim, softmax.dim, keys)
+        return FixOffer(description, safe=False, write=write, rewritten=(softmax.dim,))
     if softmax.through_module or not isinstance(softmax.softmax, ast.Call):
         return None
-    return partial(_add_dim, softmax.softmax, keys)
+    call = softmax.softmax
+    write = partial(_add_dim, call, keys)
+    return FixOffer(description, safe=False, write=write, rewritten=(call,), kept=(call,))
 
 
-def _write_dim(dim: ast.expr, keys: str, tree: ConcreteTree) -> Fix | None:
+def _write_dim(dim: ast.expr, keys: str, tree: ConcreteTree) -> Replacements | None:
     written = tree.node(dim)
     if written is None:
         return None
-    return Fix(f"softmax over the keys (dim={keys})", ((written, keys),), safe=False)
+    return ((written, keys),)
 
 
-def _add_dim(softmax: ast.Call, keys: str, tree: ConcreteTree) -> Fix | None:
+def _add_dim(softmax: ast.Call, keys: str, tree: ConcreteTree) -> Replacements | None:
     import libcst as cst  # libcst loads only when a fix is written
 
     from shapecheck.concrete import bare
@@ -104,5 +109,4 @@ def _add_dim(softmax: ast.Call, keys: str, tree: ConcreteTree) -> Fix | None:
         return None
     tight = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
     dim = cst.Arg(cst.parse_expression(keys), keyword=cst.Name("dim"), equal=tight)
-    content = bare(call.with_changes(args=[*call.args, dim]))
-    return Fix(f"softmax over the keys (dim={keys})", ((call, content),), safe=False)
+    return ((call, bare(call.with_changes(args=[*call.args, dim]))),)

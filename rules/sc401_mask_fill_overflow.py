@@ -9,7 +9,7 @@ from shapecheck.analysis import ModuleAnalysis
 from shapecheck.analysis.facts import TensorFact
 from shapecheck.analysis.imports import dotted_name
 from shapecheck.analysis.observations import FillValue
-from shapecheck.fixes import Fix, FixRecipe
+from shapecheck.fixes import FixOffer, Replacements
 from shapecheck.rule import Rule, Violation
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ class MaskFillOverflow(Rule):
             )
 
 
-def _dtype_minimum(analysis: ModuleAnalysis, fill: FillValue) -> FixRecipe | None:
+def _dtype_minimum(analysis: ModuleAnalysis, fill: FillValue) -> FixOffer | None:
     """``scores.masked_fill(mask, -1e9)`` -> ``…, torch.finfo(scores.dtype).min)``: the most
     negative number the scores' own dtype holds, in every precision."""
     call = fill.masked_fill
@@ -95,14 +95,19 @@ def _dtype_minimum(analysis: ModuleAnalysis, fill: FillValue) -> FixRecipe | Non
     if written is None or torch is None:
         return None
     minimum = f"{torch}.finfo({written}.dtype).min"
-    return partial(_fill_minimum, fill.node, minimum, safe=_only_softmax_reads(analysis, call))
+    return FixOffer(
+        "fill with the dtype's minimum",
+        safe=_only_softmax_reads(analysis, call),
+        write=partial(_fill_minimum, fill.node, minimum),
+        rewritten=(fill.node,),
+    )
 
 
-def _fill_minimum(value: ast.AST, minimum: str, tree: ConcreteTree, *, safe: bool) -> Fix | None:
+def _fill_minimum(value: ast.AST, minimum: str, tree: ConcreteTree) -> Replacements | None:
     written = tree.node(value)
     if written is None:
         return None
-    return Fix("fill with the dtype's minimum", ((written, minimum),), safe=safe)
+    return ((written, minimum),)
 
 
 def _only_softmax_reads(analysis: ModuleAnalysis, call: ast.Call) -> bool:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from shapecheck.analysis import ModuleAnalysis
 from shapecheck.analysis.facts import TensorFact
 from shapecheck.analysis.observations import AttentionScores, TensorFromNumber
-from shapecheck.fixes import Fix, FixRecipe
+from shapecheck.fixes import FixOffer, Replacements
 from shapecheck.rule import Rule, Violation
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ class TensorConstantInForward(Rule):
                     )
 
 
-def _number_itself(analysis: ModuleAnalysis, call: ast.Call) -> FixRecipe | None:
+def _number_itself(analysis: ModuleAnalysis, call: ast.Call) -> FixOffer | None:
     """``torch.sqrt(torch.tensor(d, …))`` -> ``math.sqrt(d)``; ``torch.tensor(x)`` -> ``x``, where
     the value meets an activation (``scores / …``) or is a ``masked_fill`` value: PyTorch
     treats a Python number as it treats a 0-d tensor there, so the results are the same."""
@@ -114,7 +114,15 @@ def _number_itself(analysis: ModuleAnalysis, call: ast.Call) -> FixRecipe | None
         value is not None and _exact_in_float32(value)
     )
     operand = isinstance(analysis.parent(replaced), ast.BinOp) and not literal
-    return partial(_write_number, replaced, number, root, operand, keeps)
+    return FixOffer(
+        "use the number itself",
+        safe=keeps,
+        write=partial(_write_number, replaced, number, root, operand),
+        rewritten=(replaced,),
+        kept=(number,),
+        imports=("math",) if root else (),
+        keeps_results=keeps,
+    )
 
 
 _WIDE_DTYPES = ("torch.float32", "torch.float", "torch.float64", "torch.double")
@@ -145,9 +153,8 @@ def _write_number(
     number: ast.expr,
     root: bool,
     operand: bool,
-    keeps_results: bool,
     tree: ConcreteTree,
-) -> Fix | None:
+) -> Replacements | None:
     """The number (``math.sqrt`` of it where a root was taken), parenthesised as an operand
     when it would not stay whole."""
     import libcst as cst  # libcst loads only when a fix is written
@@ -162,9 +169,7 @@ def _write_number(
         content = f"({content})"  # value=(v := -1e4): a bare walrus is valid almost nowhere
     elif operand:
         content = atom(cst.parse_expression(content))
-    imports = ("math",) if root else ()
-    edit = ((target, content),)
-    return Fix("use the number itself", edit, keeps_results, imports, keeps_results=keeps_results)
+    return ((target, content),)
 
 
 def _number_would_do(analysis: ModuleAnalysis, value: ast.expr) -> bool:

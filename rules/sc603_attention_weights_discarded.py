@@ -6,7 +6,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from shapecheck.analysis import ModuleAnalysis, argument
-from shapecheck.fixes import Fix
+from shapecheck.fixes import FixOffer, Replacements
 from shapecheck.rule import Rule, Violation
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ class AttentionWeightsDiscarded(Rule):
                 "attention weights computed and thrown away: `need_weights` defaults to True, "
                 "which materialises them and rules out the fused kernel; pass "
                 "`need_weights=False`",
-                fix=partial(_without_weights, call, flag),
+                fix=_without_weights(call, flag),
             )
 
 
@@ -97,19 +97,28 @@ def _weights_discarded(analysis: ModuleAnalysis, call: ast.Call) -> bool:
     )
 
 
-def _without_weights(call: ast.Call, flag: ast.expr | None, tree: ConcreteTree) -> Fix | None:
+def _without_weights(call: ast.Call, flag: ast.expr | None) -> FixOffer | None:
     """``need_weights=True`` -> ``False``, or ``need_weights=False`` after the last argument."""
+    if flag is not None:
+        replaced, content = flag, "False"
+    elif call.args or call.keywords:
+        replaced = call.keywords[-1].value if call.keywords else call.args[-1]
+        content = None  # the last argument as written, then the flag
+    else:
+        return None
+    return FixOffer(
+        "pass `need_weights=False`",
+        safe=False,
+        write=partial(_write_flag, replaced, content),
+        rewritten=(replaced,),
+        kept=() if content else (replaced,),
+    )
+
+
+def _write_flag(replaced: ast.expr, content: str | None, tree: ConcreteTree) -> Replacements | None:
     from shapecheck.concrete import code
 
-    if flag is not None:
-        written = tree.node(flag)
-        edits = None if written is None else ((written, "False"),)
-    elif call.args or call.keywords:
-        last = call.keywords[-1].value if call.keywords else call.args[-1]
-        written = tree.node(last)
-        edits = None if written is None else ((written, f"{code(written)}, need_weights=False"),)
-    else:
-        edits = None
-    if edits is None:
+    written = tree.node(replaced)
+    if written is None:
         return None
-    return Fix("pass `need_weights=False`", edits, safe=False)
+    return ((written, content or f"{code(written)}, need_weights=False"),)

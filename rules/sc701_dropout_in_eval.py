@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from shapecheck.analysis import ModuleAnalysis, argument
 from shapecheck.analysis.imports import dotted_name
-from shapecheck.fixes import Fix
+from shapecheck.fixes import FixOffer, Replacements
 from shapecheck.rule import Rule, Violation
 
 if TYPE_CHECKING:
@@ -90,7 +90,7 @@ class DropoutInEval(Rule):
                 call.func,
                 "dropout stays on in eval mode: `F.dropout` defaults to `training=True`; "
                 "pass `training=self.training`",
-                fix=partial(_training_argument, call) if _fixable(call) else None,
+                fix=_training_argument(call) if _fixable(call) else None,
             )
         for call in analysis.calls_to(*_KERNELS):
             name = analysis.imported_name(call.func) or ""
@@ -103,7 +103,7 @@ class DropoutInEval(Rule):
                 rate,
                 "dropout stays on in eval mode: the kernel drops at this rate whatever the "
                 "module's mode; pass `... if self.training else 0.0`",
-                fix=partial(_rate_in_training, rate),
+                fix=_rate_in_training(rate),
             )
 
 
@@ -167,25 +167,25 @@ def _fixable(call: ast.Call) -> bool:
     return bool(call.args or call.keywords) and not starred and all(k.arg for k in call.keywords)
 
 
-def _training_argument(call: ast.Call, tree: ConcreteTree) -> Fix | None:
+def _training_argument(call: ast.Call) -> FixOffer:
     """``F.dropout(x, p)`` -> ``F.dropout(x, p, training=self.training)``: written after the
     last argument, so nothing else is rewritten."""
-    from shapecheck.concrete import code
-
     last = call.keywords[-1].value if call.keywords else call.args[-1]
-    written = tree.node(last)
-    if written is None:
-        return None
-    content = f"{code(written)}, training=self.training"
-    return Fix("pass `training=self.training`", ((written, content),), safe=False)
+    write = partial(_written_after, last, ", training=self.training")
+    return FixOffer("pass `training=self.training`", False, write, (last,), kept=(last,))
 
 
-def _rate_in_training(rate: ast.expr, tree: ConcreteTree) -> Fix | None:
+def _rate_in_training(rate: ast.expr) -> FixOffer:
     """``dropout_p=self.p`` -> ``dropout_p=self.p if self.training else 0.0``."""
+    write = partial(_written_after, rate, " if self.training else 0.0")
+    return FixOffer("drop only in training", False, write, (rate,), kept=(rate,))
+
+
+def _written_after(node: ast.expr, after: str, tree: ConcreteTree) -> Replacements | None:
+    """``node`` as written, then ``after``."""
     from shapecheck.concrete import code
 
-    written = tree.node(rate)
+    written = tree.node(node)
     if written is None:
         return None
-    content = f"{code(written)} if self.training else 0.0"
-    return Fix("drop only in training", ((written, content),), safe=False)
+    return ((written, f"{code(written)}{after}"),)

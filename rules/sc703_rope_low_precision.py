@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from shapecheck.analysis import ModuleAnalysis
 from shapecheck.analysis.imports import dotted_name
 from shapecheck.analysis.observations import PositionsInLowPrecision
-from shapecheck.fixes import Fix
+from shapecheck.fixes import FixOffer, Replacements
 from shapecheck.rule import Rule, Violation
 
 if TYPE_CHECKING:
@@ -97,7 +97,7 @@ class RopeLowPrecision(Rule):
                 "bfloat16 every position above 256 is rounded, so the angles are off by up "
                 "to 4 radians; compute positions and phases in float32 and cast the cos/sin "
                 "tables",
-                fix=partial(_in_float32, cast, rewrite) if rewrite else None,
+                fix=_in_float32(cast, rewrite) if rewrite else None,
             )
 
 
@@ -150,16 +150,37 @@ def _float32_rewrite(analysis: ModuleAnalysis, cast: ast.AST) -> tuple[ast.AST, 
     return None
 
 
-def _in_float32(cast: ast.AST, rewrite: tuple[ast.AST, str], tree: ConcreteTree) -> Fix | None:
+def _in_float32(cast: ast.AST, rewrite: tuple[ast.AST, str]) -> FixOffer:
+    """``text`` written in place of ``node``; after the cast's receiver, kept as written,
+    where ``text`` is a method call (``.float()``)."""
+    node, text = rewrite
+    receiver = (
+        cast.func.value
+        if text.startswith(".")
+        and isinstance(cast, ast.Call)
+        and isinstance(cast.func, ast.Attribute)
+        else None
+    )
+    return FixOffer(
+        "compute the positions in float32",
+        safe=False,
+        write=partial(_write_float32, node, receiver, text),
+        rewritten=(node,),
+        kept=(receiver,) if receiver is not None else (),
+    )
+
+
+def _write_float32(
+    node: ast.AST, receiver: ast.expr | None, text: str, tree: ConcreteTree
+) -> Replacements | None:
     from shapecheck.concrete import code
 
-    node, text = rewrite
     written = tree.node(node)
     if written is None:
         return None
-    if text.startswith(".") and isinstance(cast, ast.Call) and isinstance(cast.func, ast.Attribute):
-        receiver = tree.node(cast.func.value)
-        if receiver is None:
+    if receiver is not None:
+        kept = tree.node(receiver)
+        if kept is None:
             return None
-        text = f"{code(receiver)}{text}"
-    return Fix("compute the positions in float32", ((written, text),), safe=False)
+        text = f"{code(kept)}{text}"
+    return ((written, text),)

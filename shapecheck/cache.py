@@ -13,8 +13,9 @@ it was, so editing ``layers.py`` checks ``model.py`` again. Each entry is writte
 temporary file and renamed into place: concurrent runs see a whole entry or none, never half
 of one. An entry that cannot be read, or holds
 anything but diagnostics of the rules that run, is a miss: the file is checked again and the
-entry rewritten. Entries get the permissions of any file the user creates (the umask), so a
-cache shared by a team hits for everyone.
+entry rewritten. A result whose fixes were only offered, not written (a text report needs no
+edits), serves only the runs that need none. Entries get the permissions of any file the user
+creates (the umask), so a cache shared by a team hits for everyone.
 
 This module must stay cheap to import: a warm run never imports the analysis or the rules.
 """
@@ -48,8 +49,10 @@ class ResultCache:
         self._digests: dict[str, str | None] = {}
         """The content digest of each dependency, read once per run."""
 
-    def get(self, path: str, data: bytes) -> list[Diagnostic] | None:
-        """The diagnostics stored for ``data``, reported at ``path``; ``None`` on a miss."""
+    def get(self, path: str, data: bytes, *, edits: bool = True) -> list[Diagnostic] | None:
+        """The diagnostics stored for ``data``, reported at ``path``; ``None`` on a miss.
+        ``edits``: the run needs the fixes' edits, so a result whose fixes were only offered
+        (a text report's) is a miss too, checked again with them written."""
         try:
             entries = json.loads(read_regular_file(self.folder / _key(data)))
         except (OSError, ValueError, RecursionError):
@@ -63,6 +66,8 @@ class ResultCache:
             diagnostic = _diagnostic(path, entry, self.codes)
             if diagnostic is None:
                 return None  # never trusted in part: the file is checked again
+            if edits and diagnostic.fix is not None and diagnostic.fix.edits is None:
+                return None
             diagnostics.append(diagnostic)
         return diagnostics
 
@@ -193,14 +198,13 @@ def _diagnostic(path: str, entry: Any, codes: frozenset[str]) -> Diagnostic | No
         isinstance(fix["description"], str)
         and isinstance(fix["safe"], bool)
         and isinstance(fix["keeps_results"], bool)
-        and isinstance(edits, list)
-        and all(_is_edit(edit) for edit in edits)
+        and (edits is None or (isinstance(edits, list) and all(map(_is_edit, edits))))
     ):
         return None
     recorded = FixEdits(
         fix["description"],
         fix["safe"],
-        tuple(TextEdit(**edit) for edit in edits),
+        None if edits is None else tuple(TextEdit(**edit) for edit in edits),
         fix["keeps_results"],
     )
     return Diagnostic(**{**entry, "path": path, "fix": recorded})

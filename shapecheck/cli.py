@@ -20,7 +20,7 @@ import click
 from shapecheck import __version__
 from shapecheck.config import ConfigError, Settings, find_config, load_settings
 from shapecheck.discovery import discover
-from shapecheck.report import FORMATS, count
+from shapecheck.report import FORMATS, WITH_EDITS, count
 from shapecheck.selection import SelectionError, enabled_codes
 
 if TYPE_CHECKING:
@@ -250,7 +250,7 @@ def main(
 
         directory = cache_dir or settings.root / DEFAULT_DIRECTORY
         cache = ResultCache(directory, codes, settings.known_modules)
-    results = check_files(targets, codes, cache)
+    results = check_files(targets, codes, cache, write_fixes=output_format in WITH_EDITS)
     diagnostics = _kept(results, settings)
     if write_baseline is not None:
         _write_baseline(write_baseline, diagnostics)

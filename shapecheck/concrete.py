@@ -1,8 +1,8 @@
 """libcst's concrete tree of one statement, where fixes are written (see
-:mod:`shapecheck.fixes`), and the code helpers fix recipes write with.
+:mod:`shapecheck.fixes`), and the code helpers fix writers write with.
 
-Only a finding that offers a fix gets here: the analysis never needs libcst, so a run over
-clean code never loads it.
+Only a fix whose edits are asked for gets here: the analysis and the decision to offer a fix
+never need libcst, so a run that prints no edits never loads it.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from shapecheck.diagnostics import TextEdit
-from shapecheck.fixes import Fix
+from shapecheck.fixes import Replacements
 from shapecheck.source import Lines
 
 
@@ -51,23 +51,13 @@ class ConcreteTree:
         outside the statement."""
         return self._expressions.get(self._lines.span(node))
 
-    def edits(self, fix: Fix) -> list[TextEdit]:
-        """``fix``'s replacements as text edits in the whole file."""
+    def edits(self, replacements: Replacements) -> list[TextEdit]:
+        """The replacements as text edits in the whole file."""
         edits = []
-        for node, content in fix.replacements:
+        for node, content in replacements:
             line, column, end_line, end_column = self._span(self._positions[node])
             edits.append(TextEdit(line, column + 1, end_line, end_column + 1, content))
         return edits
-
-    @staticmethod
-    def drops_comments(fix: Fix) -> bool:
-        """Would ``fix`` delete a comment written inside the code it replaces? (Such a fix
-        is unsafe, as ruff has it: the comment may be the only record of why.)"""
-        return any(
-            comment not in content
-            for node, content in fix.replacements
-            for comment in _comments(node)
-        )
 
     def _span(self, where: CodeRange) -> tuple[int, int, int, int]:
         """``where`` in the whole file: the first line's columns start at the statement's."""
@@ -78,17 +68,6 @@ class ConcreteTree:
             end.line + self._first_line - 1,
             end.column + (self._column if end.line == 1 else 0),
         )
-
-
-def _comments(node: cst.CSTNode) -> list[str]:
-    found: list[str] = []
-
-    class Collector(cst.CSTVisitor):
-        def visit_Comment(self, comment: cst.Comment) -> None:
-            found.append(comment.value)
-
-    node.visit(Collector())
-    return found
 
 
 def code(node: cst.CSTNode) -> str:

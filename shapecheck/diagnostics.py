@@ -29,14 +29,22 @@ class FixEdits:
 
     description: str
     safe: bool
-    edits: tuple[TextEdit, ...]
-    keeps_results: bool = False  # see shapecheck.fixes.Fix
+    edits: tuple[TextEdit, ...] | None
+    """``None``: offered, not written, in a run that prints no edits (see ``FixOffer``)."""
+    keeps_results: bool = False  # see shapecheck.fixes.FixOffer
+
+    @property
+    def written(self) -> tuple[TextEdit, ...]:
+        """The edits, of a fix checked with its edits written (``lint(write_fixes=True)``)."""
+        if self.edits is None:
+            raise ValueError(f"the fix {self.description!r} was offered, not written")
+        return self.edits
 
     def to_json(self) -> dict[str, Any]:
         return {
             "description": self.description,
             "applicability": "safe" if self.safe else "unsafe",
-            "edits": [asdict(edit) for edit in self.edits],
+            "edits": [asdict(edit) for edit in self.written],
         }
 
 

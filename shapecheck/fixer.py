@@ -95,7 +95,7 @@ def apply_fixes(
         fix = diagnostic.fix
         if fix is None or not applicable(fix, unsafe):
             continue
-        spans = [(*_span(edit, starts, len(text)), edit.content) for edit in fix.edits]
+        spans = [(*_span(edit, starts, len(text)), edit.content) for edit in fix.written]
         new = [span for span in spans if span not in taken]  # a shared `import math` once
         if any(_overlap(span, other) for span in new for other in taken):
             continue

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import functools
 import io
 import itertools
 import sys
@@ -23,7 +24,7 @@ from shapecheck.diagnostics import (
     internal_error,
 )
 from shapecheck.files import read_regular_file
-from shapecheck.fixes import FixRecipe
+from shapecheck.fixes import FixOffer
 from shapecheck.rule import Rule, SuppressionRule, Violation
 from shapecheck.source import OUT_OF_MEMORY, Lines, Source, parse_source
 from shapecheck.suppression import Suppressions
@@ -43,15 +44,19 @@ def lint_path(path: str, rules: Sequence[Rule], display: str | None = None) -> F
     return lint_source(data, shown, rules)
 
 
-def lint_source(data: bytes, path: str, rules: Sequence[Rule]) -> FileResult:
+def lint_source(
+    data: bytes, path: str, rules: Sequence[Rule], *, write_fixes: bool = True
+) -> FileResult:
     source = parse_source(data, path)
     if isinstance(source, Diagnostic):
         # running out of memory says nothing about the file: not cached, tried again next run
         return FileResult(path, [source], complete=source.message != OUT_OF_MEMORY)
-    return lint_parsed(source, rules)
+    return lint_parsed(source, rules, write_fixes=write_fixes)
 
 
-def lint_parsed(source: Source, rules: Sequence[Rule]) -> FileResult:
+def lint_parsed(source: Source, rules: Sequence[Rule], *, write_fixes: bool = True) -> FileResult:
+    """The findings in ``source``; ``write_fixes``: each fix with its edits (libcst), else
+    offered only (what a report that prints no edits needs)."""
     analysis = analyse(source.module, source.text, path=source.location)
     found: list[tuple[Rule, Violation]] = []
     crashed: list[Diagnostic] = []
@@ -73,7 +78,7 @@ def lint_parsed(source: Source, rules: Sequence[Rule]) -> FileResult:
     if analysis.too_deep:  # the rules saw only part of the file: none can vouch for it all
         ran.clear()
     diagnostics = (
-        _diagnostics(source, analysis.imports, found, crashed, judges, frozenset(ran))
+        _diagnostics(source, analysis.imports, found, crashed, judges, frozenset(ran), write_fixes)
         if found or judges
         else []
     )
@@ -146,6 +151,7 @@ def _diagnostics(
     crashed: list[Diagnostic],
     judges: list[SuppressionRule],
     ran: frozenset[str],
+    write_fixes: bool,
 ) -> list[Diagnostic]:
     """Positions, anchors and fixes: computed only for files with findings (or where a
     suppression rule is on). Findings go through the suppression comments, which remember
@@ -154,7 +160,7 @@ def _diagnostics(
     lines = Lines(source.text)
     suppressions = Suppressions(source.text)
     anchors = _Anchors(source.module, lines)
-    fixes = _Fixes(source, lines, imports)
+    fixes = _Fixes(source, lines, imports, write=write_fixes)
     diagnostics: set[Diagnostic] = set()
     # in the order of the code, so that the fixes in one top-level statement come together
     located = sorted(
@@ -213,22 +219,30 @@ def _diagnostics(
 
 
 class _Fixes:
-    """Rules' fix recipes made into text edits. libcst parses only the code that holds a fix:
-    the simple statement around it, or the top-level statement where the fix is in no simple
+    """Rules' fix offers made into fixes: their safety decided on the ``ast`` side, their
+    edits written (where asked for) on libcst's tree of only the code that holds each: the
+    simple statement around it, or the top-level statement where the fix is in no simple
     statement (a compound statement's header, a decorator). Each is parsed once when asked in
     the order of the code, and only the last one of each kind is kept (all of them would grow
     the heap that every garbage collection walks with the number of fixes)."""
 
-    def __init__(self, source: Source, lines: Lines, imports: dict[str, str]) -> None:
-        self.lines, self.imports = lines, imports
-        self.module = source.module
+    def __init__(
+        self, source: Source, lines: Lines, imports: dict[str, str], *, write: bool
+    ) -> None:
+        self.lines, self.imports, self.write = lines, imports, write
+        self.module, self.text = source.module, source.text
         self._statements = [(_first_line(s), s.end_lineno or s.lineno) for s in source.module.body]
         self._lasts = [last for _, last in self._statements]
         # the last tree parsed of each kind: a simple statement, a top-level one
         self._trees: dict[bool, tuple[tuple[int, int, int], ConcreteTree | None]] = {}
         self._places: dict[str, tuple[int, bool, bool]] = {}
 
-    def edits(self, recipe: FixRecipe, node: ast.AST) -> FixEdits | None:
+    def edits(self, offer: FixOffer, node: ast.AST) -> FixEdits | None:
+        if any(name in self.imports and self.imports[name] != name for name in offer.imports):
+            return None  # a name the new code needs means something else here
+        safe = offer.safe and not self._deletes_comment(offer)
+        if not self.write:
+            return FixEdits(offer.description, safe, None, offer.keeps_results)
         line = cast(ast.expr, node).lineno
         # the first top-level statement ending at or after the node's line, if it holds it
         index = bisect.bisect_left(self._lasts, line)
@@ -238,18 +252,37 @@ class _Fixes:
         if tree is None:  # a compound statement's header, a decorator, or unreadable alone
             first, last = self._statements[index]
             tree = self._parsed((first, 0, last), top_level=True)
-        fix = recipe(tree) if tree is not None else None
-        if fix is None or tree is None:
+        replacements = offer.write(tree) if tree is not None else None
+        if replacements is None or tree is None:
             return None
-        edits = tree.edits(fix)
-        for name in fix.imports:
-            if self.imports.get(name) == name:
-                continue
-            if name in self.imports:
-                return None  # the name the new code needs means something else here
-            edits.append(self._import(name))
-        safe = fix.safe and not tree.drops_comments(fix)
-        return FixEdits(fix.description, safe, tuple(edits), fix.keeps_results)
+        edits = tree.edits(replacements)
+        edits += [self._import(name) for name in offer.imports if name not in self.imports]
+        return FixEdits(offer.description, safe, tuple(edits), offer.keeps_results)
+
+    def _deletes_comment(self, offer: FixOffer) -> bool:
+        """Is a comment written inside the code ``offer`` rewrites, outside what it keeps?"""
+        if not any("#" in self.lines.segment(node) for node in offer.rewritten):
+            return False  # (almost always: only then is the file tokenized)
+        places = self._comment_places
+        if places is None:
+            return True  # no way to tell a comment from a ``#`` in a string: not safe
+        spans = [self.lines.span(node) for node in offer.rewritten]
+        kept = [self.lines.span(node) for node in offer.kept]
+        return any(
+            _within(place, span) and not any(_within(place, each) for each in kept)
+            for place in places
+            for span in spans
+        )
+
+    @functools.cached_property
+    def _comment_places(self) -> list[tuple[int, int]] | None:
+        """Where each comment of the file starts (line, column); ``None`` where Python's
+        tokenizer does not read the file (one ``ast`` parsed)."""
+        try:
+            tokens = tokenize.generate_tokens(io.StringIO(self.text).readline)
+            return [token.start for token in tokens if token.type == tokenize.COMMENT]
+        except (tokenize.TokenError, SyntaxError):
+            return None
 
     def _import(self, name: str) -> TextEdit:
         """``import name`` (a standard-library module) on a line of its own, where isort and
@@ -285,6 +318,11 @@ class _Fixes:
         if last is None or last[0] != region:
             last = self._trees[top_level] = region, ConcreteTree.parse(self.lines, *region)
         return last[1]
+
+
+def _within(place: tuple[int, int], span: tuple[int, int, int, int]) -> bool:
+    line, column, end_line, end_column = span
+    return (line, column) <= place < (end_line, end_column)
 
 
 def _statements_in(statement: ast.stmt) -> Iterator[ast.stmt]:

@@ -575,7 +575,7 @@ def _edits(lines: list[str], fix: FixEdits) -> list[types.TextEdit]:
             range=_client_range(lines, e.line, e.column, e.end_line, e.end_column),
             new_text=e.content,
         )
-        for e in fix.edits
+        for e in fix.written
     ]
 
 

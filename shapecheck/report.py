@@ -15,6 +15,8 @@ from shapecheck import __version__
 from shapecheck.diagnostics import INPUT_ERROR_CODE, INPUT_ERROR_NAME, Diagnostic, applicable
 
 FORMATS = ("text", "json", "sarif", "github")
+WITH_EDITS = frozenset({"json", "sarif"})
+"""The formats that print each fix's edits (the others say only which findings have one)."""
 
 
 def render(
@@ -325,7 +327,7 @@ def _sarif_result(diagnostic: Diagnostic, rule_index: int) -> dict[str, Any]:
                 "deletedRegion": _region(e.line, e.column, e.end_line, e.end_column),
                 "insertedContent": {"text": e.content},
             }
-            for e in fix.edits
+            for e in fix.written
         ]
         description = f"{fix.description} ({'safe' if fix.safe else 'unsafe'})"
         result["fixes"] = [

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from shapecheck.analysis import ModuleAnalysis
     from shapecheck.diagnostics import FixEdits, Severity
-    from shapecheck.fixes import FixRecipe
+    from shapecheck.fixes import FixOffer
     from shapecheck.suppression import Directive, Suppressions
 
 CODE_PATTERN = re.compile(r"SC(?!000)[0-9]{3}")
@@ -39,12 +39,12 @@ CODE_PATTERN = re.compile(r"SC(?!000)[0-9]{3}")
 @dataclass(frozen=True)
 class Violation:
     """What a rule found: the node to point at, the message, (rarely) a severity other than
-    the rule's own, and how to write the fix when there is one right rewrite."""
+    the rule's own, and the fix it offers when there is one right rewrite."""
 
     node: ast.AST
     message: str
     severity: Severity | None = None
-    fix: FixRecipe | None = None
+    fix: FixOffer | None = None
 
 
 def assuming(guess: str | None) -> str:

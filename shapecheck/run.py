@@ -30,6 +30,7 @@ POOL_MIN_FILES = 8
 """Fewer files than this are checked in this process: starting workers would cost more."""
 
 _worker_rules: list[Rule] = []
+_worker_write_fixes = True
 
 
 def check_files(
@@ -38,8 +39,10 @@ def check_files(
     cache: ResultCache | None,
     *,
     jobs: int | None = None,
+    write_fixes: bool = True,
 ) -> list[FileResult]:
-    """Check each target, running the rules ``codes``."""
+    """Check each target, running the rules ``codes``; ``write_fixes``: with the edits of
+    each fix (a report that prints none needs only the offers: no libcst)."""
     results: list[FileResult] = []
     pending: list[tuple[str, bytes]] = []
     for path, data in targets:
@@ -47,7 +50,7 @@ def check_files(
         if isinstance(content, FileResult):
             results.append(content)
             continue
-        cached = cache.get(path, content) if cache is not None else None
+        cached = cache.get(path, content, edits=write_fixes) if cache is not None else None
         if cached is None:
             pending.append((path, content))
         else:
@@ -58,7 +61,7 @@ def check_files(
         if cache is not None and result.complete:
             cache.put(content, result.diagnostics, path, result.dependencies)
 
-    results.extend(_check_all(pending, codes, jobs, store))
+    results.extend(_check_all(pending, codes, jobs, store, write_fixes))
     return results
 
 
@@ -87,13 +90,15 @@ def _check_all(
     codes: Sequence[str],
     jobs: int | None,
     done: Callable[[int, FileResult], None],
+    write_fixes: bool,
 ) -> list[FileResult]:
-    global _worker_rules
+    global _worker_rules, _worker_write_fixes
     if not pending:
         return []
     from shapecheck.rule import all_rules
 
     _worker_rules = [rule() for rule in all_rules() if rule.code in codes]
+    _worker_write_fixes = write_fixes
     return map_files(_check_one, pending, jobs, done)
 
 
@@ -158,7 +163,7 @@ def _check_one(item: tuple[str, bytes]) -> FileResult:
 
     path, content = item
     try:
-        return lint_source(content, path, _worker_rules)
+        return lint_source(content, path, _worker_rules, write_fixes=_worker_write_fixes)
     except Exception as error:  # reported for this file; the others go on
         return failure(path, error)
 

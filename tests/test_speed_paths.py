@@ -16,7 +16,7 @@ from click.testing import Result
 from shapecheck.cache import ResultCache
 from shapecheck.confirm.fixtures import fixture_files
 from shapecheck.diagnostics import Diagnostic, FileResult
-from shapecheck.rule import all_rules, rule_codes
+from shapecheck.rule import SuppressionRule, all_rules, rule_codes
 from shapecheck.run import POOL_MIN_FILES, check_files, map_files
 from tests.conftest import BAD_VIEW, ROOT
 
@@ -206,7 +206,9 @@ def test_warm_runs_read_the_cache_without_the_analysis(tmp_path: Path) -> None:
 
 
 def test_libcst_loads_only_to_write_a_fix(tmp_path: Path) -> None:
-    """The analysis reads ``ast``; libcst parses a file only when a finding there has a fix."""
+    """The analysis reads ``ast`` and rules decide their fixes there; libcst parses code only
+    where a fix's edits are printed or applied (JSON and SARIF print them; a text report, as
+    a pre-commit hook prints it, says only which findings have one)."""
     (tmp_path / "clean.py").write_bytes(
         (ROOT / "shapecheck" / "reference" / "attention.py").read_bytes()
     )
@@ -214,7 +216,55 @@ def test_libcst_loads_only_to_write_a_fix(tmp_path: Path) -> None:
     clean, loaded = _run_and_report_loaded("libcst", tmp_path, "--no-cache", "clean.py")
     assert "No findings" in clean and not loaded
     found, loaded = _run_and_report_loaded("libcst", tmp_path, "--no-cache", "model.py")
-    assert "[*]" in found and loaded
+    assert "[*]" in found and not loaded
+    found, loaded = _run_and_report_loaded(
+        "libcst", tmp_path, "--no-cache", "--format", "json", "model.py"
+    )
+    assert any(finding["fix"] and finding["fix"]["edits"] for finding in json.loads(found))
+    assert loaded
+
+
+def test_a_report_without_edits_offers_the_fixes_writing_them_finds() -> None:
+    """Without libcst, each fix is decided on the ``ast`` side: the same fixes, as safe, as
+    writing their edits gives (on the fixtures, the example and ``torch.nn``)."""
+    targets = [(str(path), None) for path in _corpus()]
+    offered = check_files(targets, CODES, None, jobs=1, write_fixes=False)
+    written = check_files(targets, CODES, None, jobs=1)
+
+    def fixes(results: list[FileResult]) -> list[tuple[Diagnostic, object]]:
+        return [
+            (d, d.fix and (d.fix.description, d.fix.safe, d.fix.keeps_results))
+            for result in results
+            for d in result.diagnostics
+        ]
+
+    assert fixes(offered) == fixes(written)
+    # (a suppression comment's fix is a text edit from the start: no libcst to spare)
+    comments = {rule.code for rule in all_rules() if issubclass(rule, SuppressionRule)}
+    offers = [d for d, _ in fixes(offered) if d.fix is not None and d.code not in comments]
+    assert offers and all(d.fix is not None and d.fix.edits is None for d in offers)
+    assert sum(1 for d, _ in fixes(written) if d.fix is not None and d.fix.edits) > 50
+
+
+def test_offered_fixes_serve_only_reports_without_edits(tmp_path: Path) -> None:
+    """A text report's entry (fixes offered, not written) is a miss for a run that needs the
+    edits; that run's entry serves both."""
+    model = tmp_path / "model.py"
+    model.write_text(BAD_VIEW, encoding="utf-8")
+    cache, target, data = (
+        ResultCache(tmp_path / "cache", CODES),
+        [(str(model), None)],
+        model.read_bytes(),
+    )
+    check_files(target, CODES, cache, jobs=1, write_fixes=False)
+    offered = cache.get(str(model), data, edits=False)
+    assert offered and offered[0].fix is not None and offered[0].fix.edits is None
+    assert cache.get(str(model), data) is None
+    [written] = check_files(target, CODES, cache, jobs=1)
+    for edits in (True, False):
+        cached = cache.get(str(model), data, edits=edits)
+        assert cached and [d.fix for d in cached] == [d.fix for d in written.diagnostics]
+    assert written.diagnostics[0].fix is not None and written.diagnostics[0].fix.edits
 
 
 def test_no_cache_writes_nothing(tmp_path: Path) -> None:
