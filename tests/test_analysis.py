@@ -2022,6 +2022,47 @@ def test_talking_heads_between_named_sizes_keep_the_scores() -> None:
     assert (17, "SC303") in findings(wrong_axis)
 
 
+def test_talking_heads_keep_the_scores_of_a_wrong_key_transpose() -> None:
+    # the keys' axis moves with the permutes around the head-mixing layer, so the scores
+    # reach the softmax even where a wrong transpose left their sizes unknown (CaiT)
+    source = """\
+    import torch.nn as nn
+
+    class TalkingHeadAttn(nn.Module):
+        def __init__(self, dim, num_heads):
+            super().__init__()
+            self.num_heads = num_heads
+            self.scale = (dim // num_heads) ** -0.5
+            self.qkv = nn.Linear(dim, dim * 3)
+            self.proj_l = nn.Linear(num_heads, num_heads)
+
+        def forward(self, x):
+            B, N, C = x.shape
+            qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, C // self.num_heads)
+            q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+            attn = (q * self.scale) @ k.transpose(1, 2)
+            attn = self.proj_l(attn.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+            attn = attn.softmax(dim=-1)
+            return (attn @ v).transpose(1, 2).reshape(B, N, C)
+    """
+    assert (15, "SC201") in findings(source)
+    assert not findings(source.replace("k.transpose(1, 2)", "k.transpose(-2, -1)"))
+
+
+def test_heads_mixed_by_a_matrix_product_keep_the_keys_axis() -> None:
+    # (scores moved to [b, i, j, h]) @ mix mixes the heads: the keys stay on their axis
+    source = """\
+    import torch
+
+    def mixed_heads_softmax(q, k, mix):
+        dots = torch.einsum("bhid,bhjd->bhij", q, k) * q.size(-1) ** -0.5
+        mixed = (dots.permute(0, 2, 3, 1) @ mix).permute(0, 3, 1, 2)
+        return mixed.softmax(dim=-1)
+    """
+    assert not findings(source)
+    assert (6, "SC303") in findings(source.replace("softmax(dim=-1)", "softmax(dim=1)"))
+
+
 @pytest.mark.parametrize(
     "source",
     [

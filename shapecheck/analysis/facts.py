@@ -431,7 +431,8 @@ class Product:
     left_contracted: int
     right_contracted: int
     key_axis: int = -1
-    """The axis of the result that runs over the keys (negative, from the end)."""
+    """The axis of the result that runs over the keys (negative, from the end); it moves with
+    its axis through transposes and permutes."""
     key_size: Dim | None = None
 
 

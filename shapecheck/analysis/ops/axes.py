@@ -41,6 +41,10 @@ def reorder(
     channels = receiver.channels
     if channels is not None and channels.rank == len(permutation):  # and the channels
         channels = dataclasses.replace(channels, axis=permutation.index(channels.axis))
+    product = receiver.product
+    if product is not None and -len(permutation) <= product.key_axis < 0:  # and the keys
+        keys = permutation.index(product.key_axis + len(permutation)) - len(permutation)
+        product = dataclasses.replace(product, key_axis=keys)
     return flow(
         receiver,
         Family.AXES,
@@ -48,6 +52,7 @@ def reorder(
         layout=layout.permuted(permutation, call.node) if layout else None,
         origin=call.node,
         axis_op=AxisOp(name, call.node, len(receiver.shape), axes),
+        product=product,
         tiled=tiled if tiled is not None and tiled.rank == len(permutation) else None,
         heads=heads if heads is not None and heads.rank == len(permutation) else None,
         channels=channels if channels is not None and channels.rank == len(permutation) else None,
