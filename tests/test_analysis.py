@@ -2063,6 +2063,43 @@ def test_heads_mixed_by_a_matrix_product_keep_the_keys_axis() -> None:
     assert (6, "SC303") in findings(source.replace("softmax(dim=-1)", "softmax(dim=1)"))
 
 
+def test_pieces_of_a_split_rejoined_by_a_comprehension_keep_the_rank() -> None:
+    # Gemma 4's rotary embedding: split the features, rotate each piece, cat them back
+    source = """\
+    import torch
+    import torch.nn as nn
+
+    def rotate(x, cos, sin):
+        return x * cos + x.flip(-1) * sin
+
+    def multidimensional_rope(x, cos, sin, ndim: int = 2):
+        sizes = [2 * (x.shape[-1] // (2 * ndim))] * ndim
+        x_parts = torch.split(x, sizes, dim=-1)
+        cos_parts = torch.split(cos, sizes, dim=-1)
+        sin_parts = torch.split(sin, sizes, dim=-1)
+        y_parts = [rotate(x_parts[i], cos_parts[i], sin_parts[i]) for i in range(ndim)]
+        return torch.cat(y_parts, dim=-1)
+
+    class Attention(nn.Module):
+        def __init__(self, dim, num_heads, head_dim):
+            super().__init__()
+            self.num_heads, self.head_dim = num_heads, head_dim
+            self.q_proj = nn.Linear(dim, num_heads * head_dim)
+            self.k_proj = nn.Linear(dim, num_heads * head_dim)
+
+        def forward(self, x, cos, sin):
+            B, N, C = x.shape
+            q = self.q_proj(x).view(B, N, self.num_heads, self.head_dim)
+            k = self.k_proj(x).view(B, N, self.num_heads, self.head_dim)
+            q = multidimensional_rope(q, cos, sin).transpose(1, 2)
+            k = multidimensional_rope(k, cos, sin).transpose(1, 2)
+            attn = (q @ k.transpose(1, 2)) * self.head_dim ** -0.5
+            return attn.softmax(dim=-1)
+    """
+    assert (28, "SC201") in findings(source)
+    assert not findings(source.replace("k.transpose(1, 2)", "k.transpose(-2, -1)"))
+
+
 @pytest.mark.parametrize(
     "source",
     [
