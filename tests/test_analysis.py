@@ -2100,6 +2100,34 @@ def test_pieces_of_a_split_rejoined_by_a_comprehension_keep_the_rank() -> None:
     assert not findings(source.replace("k.transpose(1, 2)", "k.transpose(-2, -1)"))
 
 
+def test_a_norm_class_default_keeps_the_shape() -> None:
+    # timm's SHViT: norm_layer=GroupNorm1, a project's own norm, named like one
+    source = """\
+    import torch
+    import torch.nn as nn
+    from timm.layers import GroupNorm1
+
+    class SingleHeadAttention(nn.Module):
+        def __init__(self, dim, qk_dim, norm_layer=GroupNorm1):
+            super().__init__()
+            self.scale = qk_dim ** -0.5
+            self.qk_dim = qk_dim
+            self.pre_norm = norm_layer(dim)
+            self.qkv = nn.Conv2d(dim, qk_dim * 2 + dim, 1)
+
+        def forward(self, x):
+            B, C, H, W = x.shape
+            qkv = self.qkv(self.pre_norm(x))
+            q, k, v = torch.split(qkv, [self.qk_dim, self.qk_dim, C], dim=1)
+            q, k, v = q.flatten(2), k.flatten(2), v.flatten(2)
+            attn = (q.transpose(-2, -1) @ k) * self.scale
+            attn = attn.softmax(dim=-1)
+            return (v @ attn.transpose(-2, -1)).reshape(B, C, H, W)
+    """
+    assert not findings(source)
+    assert (19, "SC303") in findings(source.replace("softmax(dim=-1)", "softmax(dim=1)"))
+
+
 @pytest.mark.parametrize(
     "source",
     [

@@ -863,14 +863,18 @@ class Interpreter:
 
     def _norm_or_activation_class(self, default: ast.expr | None) -> bool:
         """A default naming a norm or activation class: ``nn.LayerNorm``, ``nn.GELU``, or a
-        project's own class of such a name (timm's ``LayerNorm``)."""
+        project's own class of such a name (timm's ``LayerNorm``) or a norm's (timm's
+        ``GroupNorm1``, ``LayerNorm2d``)."""
         if default is None or dotted_name(default) is None:
             return False
         fact = self._eval(default)
         name = fact.name if isinstance(fact, QualifiedName) else None
         if isinstance(fact, ImportedName):
             name = fact.detail
-        return name is not None and name.rsplit(".", 1)[-1] in _NORM_AND_ACTIVATION_NAMES
+        if name is None:
+            return False
+        written = name.rsplit(".", 1)[-1]
+        return written in _NORM_AND_ACTIVATION_NAMES or _NORM_CLASS.search(written) is not None
 
     # --- expressions --------------------------------------------------------------------------
 
