@@ -67,15 +67,18 @@ class KeyNotTransposed(Rule):
 
     def check(self, analysis: ModuleAnalysis) -> Iterator[Violation]:
         for scores in analysis.observations(AttentionScores):
-            product = scores.product
-            if product.left.is_parameter or product.right.is_parameter:
-                continue
-            problem = _problem(product)
-            if problem is not None:
-                guess = scores.scores.guess or product.left.guess or product.right.guess
-                yield Violation(
-                    product.right_node, problem + assuming(guess), fix=_fix(analysis, product)
-                )
+            product: Product | None = scores.product
+            while product is not None:  # and the products other branches joined to these
+                if not product.left.is_parameter and not product.right.is_parameter:
+                    problem = _problem(product)
+                    if problem is not None:
+                        guess = scores.scores.guess or product.left.guess or product.right.guess
+                        yield Violation(
+                            product.right_node,
+                            problem + assuming(guess),
+                            fix=_fix(analysis, product),
+                        )
+                product = product.other
 
 
 def _fix(analysis: ModuleAnalysis, product: Product) -> FixRecipe | None:

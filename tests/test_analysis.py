@@ -2100,6 +2100,34 @@ def test_pieces_of_a_split_rejoined_by_a_comprehension_keep_the_rank() -> None:
     assert not findings(source.replace("k.transpose(1, 2)", "k.transpose(-2, -1)"))
 
 
+def test_keys_of_the_product_of_either_branch_are_checked() -> None:
+    # timm's halo attention computes the scores by one product or another, and the softmax
+    # after the join reads either: a wrong key transpose on the branch not kept is still found
+    source = """\
+    import torch.nn as nn
+
+    class HaloAttn(nn.Module):
+        def __init__(self, dim_head, scale_pos_embed):
+            super().__init__()
+            self.scale = dim_head ** -0.5
+            self.scale_pos_embed = scale_pos_embed
+
+        def forward(self, q, k, v, pos):
+            B, H, L, D = q.shape
+            B, H, S, D = k.shape
+            if self.scale_pos_embed:
+                attn = (q @ k.transpose(-1, -2) + pos) * self.scale
+            else:
+                attn = (q @ k.transpose(-1, -2)) * self.scale + pos
+            return attn.softmax(dim=-1) @ v
+    """
+    assert not findings(source)
+    first = source.replace("(q @ k.transpose(-1, -2) + pos)", "(q @ k.transpose(1, 2) + pos)")
+    second = source.replace("(q @ k.transpose(-1, -2)) *", "(q @ k.transpose(1, 2)) *")
+    assert [code for _, code in findings(first)] == ["SC201"]
+    assert [code for _, code in findings(second)] == ["SC201"]
+
+
 def test_a_norm_class_default_keeps_the_shape() -> None:
     # timm's SHViT: norm_layer=GroupNorm1, a project's own norm, named like one
     source = """\

@@ -434,6 +434,10 @@ class Product:
     """The axis of the result that runs over the keys (negative, from the end); it moves with
     its axis through transposes and permutes."""
     key_size: Dim | None = None
+    other: Product | None = None
+    """Where branches that computed scores by different products join (timm's halo
+    attention): the other branch's product. What is said of a product itself, the axes it
+    contracts, holds of it too."""
 
 
 OPPOSITE_POLARITY = {"attend": "block", "block": "attend"}
