@@ -74,8 +74,9 @@ def swap(call: OpCall, first: int, second: int, name: str) -> TensorFact:
     if rank is None:
         return _tail_swap(call, first, second) or reorder(call, None, name)
     a, b = wrapped(first, rank), wrapped(second, rank)
-    if a is None or b is None:
-        return reorder(call, None, name)
+    if a is None or b is None:  # PyTorch raises IndexError; the axes asked for are kept
+        unknown = reorder(call, None, name)
+        return dataclasses.replace(unknown, axis_op=AxisOp(name, call.node, rank, (first, second)))
     if rank == 0:
         return _unchanged(call)
     permutation = list(range(rank))
