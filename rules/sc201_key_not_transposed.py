@@ -19,9 +19,11 @@ class KeyNotTransposed(Rule):
     """
     ## What it does
     Finds attention scores `q @ k'` (`@`, `matmul`, `bmm`, `einsum`) whose key operand `k'`
-    is not the keys with their last two axes swapped: `k.transpose(1, 2)` on 4-D keys, a bare
-    `q @ k`, `k.T` on an N-D tensor, `k.permute(0, 2, 1, 3)`, `k.view(B, H, D, L)`, or einsum
-    subscripts that contract the keys' sequence axis.
+    is not the keys with their last two axes swapped: `k.transpose(1, 2)` on 4-D keys (or on
+    2-D keys, which have no axis 2), a bare `q @ k`, `k.T` on an N-D tensor,
+    `k.permute(0, 2, 1, 3)`, `k.view(B, H, D, L)`, or einsum subscripts that contract the keys'
+    sequence axis. Where branches compute the scores by different products that one softmax
+    reads, each product is checked.
 
     ## Why is this bad?
     Scores must contract the queries' feature axis `d_k` with the keys' feature axis, giving
@@ -55,7 +57,9 @@ class KeyNotTransposed(Rule):
     `RuntimeError: The size of tensor a (3) must match the size of tensor b (7) at
     non-singleton dimension 1` (matmul), `RuntimeError: Expected size for first two dimensions
     of batch2 tensor to be: [6, 4] but got: [6, 7].` (bmm), `RuntimeError: einsum(): subscript
-    d has size 7 for operand 1 which does not broadcast with previously seen size 4` (einsum).
+    d has size 7 for operand 1 which does not broadcast with previously seen size 4` (einsum),
+    `IndexError: Dimension out of range (expected to be in range of [-2, 1], but got 2)`
+    (`transpose(1, 2)` on 2-D keys).
     `k.view(B, H, D, L)` runs and differs from the reference; so does any of these when the
     sizes coincide.
     """
@@ -67,15 +71,18 @@ class KeyNotTransposed(Rule):
 
     def check(self, analysis: ModuleAnalysis) -> Iterator[Violation]:
         for scores in analysis.observations(AttentionScores):
-            product = scores.product
-            if product.left.is_parameter or product.right.is_parameter:
-                continue
-            problem = _problem(product)
-            if problem is not None:
-                guess = scores.scores.guess or product.left.guess or product.right.guess
-                yield Violation(
-                    product.right_node, problem + assuming(guess), fix=_fix(analysis, product)
-                )
+            product: Product | None = scores.product
+            while product is not None:  # and the products other branches joined to these
+                if not product.left.is_parameter and not product.right.is_parameter:
+                    problem = _problem(product)
+                    if problem is not None:
+                        guess = scores.scores.guess or product.left.guess or product.right.guess
+                        yield Violation(
+                            product.right_node,
+                            problem + assuming(guess),
+                            fix=_fix(analysis, product),
+                        )
+                product = product.other
 
 
 def _fix(analysis: ModuleAnalysis, product: Product) -> FixOffer | None:
@@ -140,6 +147,16 @@ def _problem(product: Product) -> str | None:
     keys = product.right
     op = keys.axis_op
     is_matmul = product.right_contracted == -2
+    if is_matmul and op is not None and op.name == "transpose" and op.input_rank is not None:
+        rank = op.input_rank
+        missing = [axis for axis in op.axes if not -rank <= axis < rank]
+        if missing and not keys.guess and not keys.uncertain:
+            first, second = op.axes
+            return (
+                f"`transpose({first}, {second})` on {rank}-D keys names axis "
+                f"{missing[0]}, which they do not have (PyTorch raises IndexError): use "
+                "`.transpose(-2, -1)`"
+            )
     if is_matmul and op is not None and op.input_rank is not None and op.input_rank > 2:
         rank = op.input_rank
         if op.name == "T":

@@ -2072,6 +2072,140 @@ def test_talking_heads_between_named_sizes_keep_the_scores() -> None:
     assert (17, "SC303") in findings(wrong_axis)
 
 
+def test_talking_heads_keep_the_scores_of_a_wrong_key_transpose() -> None:
+    # the keys' axis moves with the permutes around the head-mixing layer, so the scores
+    # reach the softmax even where a wrong transpose left their sizes unknown (CaiT)
+    source = """\
+    import torch.nn as nn
+
+    class TalkingHeadAttn(nn.Module):
+        def __init__(self, dim, num_heads):
+            super().__init__()
+            self.num_heads = num_heads
+            self.scale = (dim // num_heads) ** -0.5
+            self.qkv = nn.Linear(dim, dim * 3)
+            self.proj_l = nn.Linear(num_heads, num_heads)
+
+        def forward(self, x):
+            B, N, C = x.shape
+            qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, C // self.num_heads)
+            q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+            attn = (q * self.scale) @ k.transpose(1, 2)
+            attn = self.proj_l(attn.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+            attn = attn.softmax(dim=-1)
+            return (attn @ v).transpose(1, 2).reshape(B, N, C)
+    """
+    assert (15, "SC201") in findings(source)
+    assert not findings(source.replace("k.transpose(1, 2)", "k.transpose(-2, -1)"))
+
+
+def test_heads_mixed_by_a_matrix_product_keep_the_keys_axis() -> None:
+    # (scores moved to [b, i, j, h]) @ mix mixes the heads: the keys stay on their axis
+    source = """\
+    import torch
+
+    def mixed_heads_softmax(q, k, mix):
+        dots = torch.einsum("bhid,bhjd->bhij", q, k) * q.size(-1) ** -0.5
+        mixed = (dots.permute(0, 2, 3, 1) @ mix).permute(0, 3, 1, 2)
+        return mixed.softmax(dim=-1)
+    """
+    assert not findings(source)
+    assert (6, "SC303") in findings(source.replace("softmax(dim=-1)", "softmax(dim=1)"))
+
+
+def test_pieces_of_a_split_rejoined_by_a_comprehension_keep_the_rank() -> None:
+    # Gemma 4's rotary embedding: split the features, rotate each piece, cat them back
+    source = """\
+    import torch
+    import torch.nn as nn
+
+    def rotate(x, cos, sin):
+        return x * cos + x.flip(-1) * sin
+
+    def multidimensional_rope(x, cos, sin, ndim: int = 2):
+        sizes = [2 * (x.shape[-1] // (2 * ndim))] * ndim
+        x_parts = torch.split(x, sizes, dim=-1)
+        cos_parts = torch.split(cos, sizes, dim=-1)
+        sin_parts = torch.split(sin, sizes, dim=-1)
+        y_parts = [rotate(x_parts[i], cos_parts[i], sin_parts[i]) for i in range(ndim)]
+        return torch.cat(y_parts, dim=-1)
+
+    class Attention(nn.Module):
+        def __init__(self, dim, num_heads, head_dim):
+            super().__init__()
+            self.num_heads, self.head_dim = num_heads, head_dim
+            self.q_proj = nn.Linear(dim, num_heads * head_dim)
+            self.k_proj = nn.Linear(dim, num_heads * head_dim)
+
+        def forward(self, x, cos, sin):
+            B, N, C = x.shape
+            q = self.q_proj(x).view(B, N, self.num_heads, self.head_dim)
+            k = self.k_proj(x).view(B, N, self.num_heads, self.head_dim)
+            q = multidimensional_rope(q, cos, sin).transpose(1, 2)
+            k = multidimensional_rope(k, cos, sin).transpose(1, 2)
+            attn = (q @ k.transpose(1, 2)) * self.head_dim ** -0.5
+            return attn.softmax(dim=-1)
+    """
+    assert (28, "SC201") in findings(source)
+    assert not findings(source.replace("k.transpose(1, 2)", "k.transpose(-2, -1)"))
+
+
+def test_keys_of_the_product_of_either_branch_are_checked() -> None:
+    # timm's halo attention computes the scores by one product or another, and the softmax
+    # after the join reads either: a wrong key transpose on the branch not kept is still found
+    source = """\
+    import torch.nn as nn
+
+    class HaloAttn(nn.Module):
+        def __init__(self, dim_head, scale_pos_embed):
+            super().__init__()
+            self.scale = dim_head ** -0.5
+            self.scale_pos_embed = scale_pos_embed
+
+        def forward(self, q, k, v, pos):
+            B, H, L, D = q.shape
+            B, H, S, D = k.shape
+            if self.scale_pos_embed:
+                attn = (q @ k.transpose(-1, -2) + pos) * self.scale
+            else:
+                attn = (q @ k.transpose(-1, -2)) * self.scale + pos
+            return attn.softmax(dim=-1) @ v
+    """
+    assert not findings(source)
+    first = source.replace("(q @ k.transpose(-1, -2) + pos)", "(q @ k.transpose(1, 2) + pos)")
+    second = source.replace("(q @ k.transpose(-1, -2)) *", "(q @ k.transpose(1, 2)) *")
+    assert [code for _, code in findings(first)] == ["SC201"]
+    assert [code for _, code in findings(second)] == ["SC201"]
+
+
+def test_a_norm_class_default_keeps_the_shape() -> None:
+    # timm's SHViT: norm_layer=GroupNorm1, a project's own norm, named like one
+    source = """\
+    import torch
+    import torch.nn as nn
+    from timm.layers import GroupNorm1
+
+    class SingleHeadAttention(nn.Module):
+        def __init__(self, dim, qk_dim, norm_layer=GroupNorm1):
+            super().__init__()
+            self.scale = qk_dim ** -0.5
+            self.qk_dim = qk_dim
+            self.pre_norm = norm_layer(dim)
+            self.qkv = nn.Conv2d(dim, qk_dim * 2 + dim, 1)
+
+        def forward(self, x):
+            B, C, H, W = x.shape
+            qkv = self.qkv(self.pre_norm(x))
+            q, k, v = torch.split(qkv, [self.qk_dim, self.qk_dim, C], dim=1)
+            q, k, v = q.flatten(2), k.flatten(2), v.flatten(2)
+            attn = (q.transpose(-2, -1) @ k) * self.scale
+            attn = attn.softmax(dim=-1)
+            return (v @ attn.transpose(-2, -1)).reshape(B, C, H, W)
+    """
+    assert not findings(source)
+    assert (19, "SC303") in findings(source.replace("softmax(dim=-1)", "softmax(dim=1)"))
+
+
 @pytest.mark.parametrize(
     "source",
     [

@@ -435,8 +435,13 @@ class Product:
     left_contracted: int
     right_contracted: int
     key_axis: int = -1
-    """The axis of the result that runs over the keys (negative, from the end)."""
+    """The axis of the result that runs over the keys (negative, from the end); it moves with
+    its axis through transposes and permutes."""
     key_size: Dim | None = None
+    other: Product | None = None
+    """Where branches that computed scores by different products join (timm's halo
+    attention): the other branch's product. What is said of a product itself, the axes it
+    contracts, holds of it too."""
 
 
 OPPOSITE_POLARITY = {"attend": "block", "block": "attend"}

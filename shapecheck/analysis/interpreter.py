@@ -868,14 +868,18 @@ class Interpreter:
 
     def _norm_or_activation_class(self, default: ast.expr | None) -> bool:
         """A default naming a norm or activation class: ``nn.LayerNorm``, ``nn.GELU``, or a
-        project's own class of such a name (timm's ``LayerNorm``)."""
+        project's own class of such a name (timm's ``LayerNorm``) or a norm's (timm's
+        ``GroupNorm1``, ``LayerNorm2d``)."""
         if default is None or dotted_name(default) is None:
             return False
         fact = self._eval(default)
         name = fact.name if isinstance(fact, QualifiedName) else None
         if isinstance(fact, ImportedName):
             name = fact.detail
-        return name is not None and name.rsplit(".", 1)[-1] in _NORM_AND_ACTIVATION_NAMES
+        if name is None:
+            return False
+        written = name.rsplit(".", 1)[-1]
+        return written in _NORM_AND_ACTIVATION_NAMES or _NORM_CLASS.search(written) is not None
 
     # --- expressions --------------------------------------------------------------------------
 
@@ -1266,8 +1270,10 @@ class Interpreter:
                 return SizeFact(base.dims[window])
             if window is not None and isinstance(base, TupleFact):
                 return TupleFact(base.items[window])
-        if isinstance(base, RepeatedFact) and index is not None:
-            return base.item
+        if len(indices) == 1 and not bounds and (index is None or isinstance(base, RepeatedFact)):
+            alike = _alike_items(base)
+            if alike is not None:  # ``parts[k]`` of pieces all alike, whichever ``k`` is
+                return alike
         if isinstance(base, SizeFact | TupleFact) and index is not None:
             items = base.dims if isinstance(base, SizeFact) else base.items
             if -len(items) <= index < len(items):
@@ -2702,6 +2708,20 @@ def _subscript_pieces(node: ast.Subscript) -> list[ast.expr]:
     """What ``x[a, b:c]`` indexes with, one entry per comma-separated piece."""
     pieces = node.slice
     return pieces.elts if isinstance(pieces, ast.Tuple) else [pieces]
+
+
+def _alike_items(fact: Fact) -> Fact | None:
+    """The one value every item of a sequence is (a comprehension's elements, the pieces of
+    an even ``split``); ``None`` where they differ or it is not a sequence."""
+    if isinstance(fact, RepeatedFact):
+        return fact.item
+    if (
+        isinstance(fact, TupleFact)
+        and fact.items
+        and all(item == fact.items[0] for item in fact.items[1:])
+    ):
+        return fact.items[0]
+    return None
 
 
 def _single_index(node: ast.Subscript) -> int | None:

@@ -405,7 +405,8 @@ def _either_scores(
     says. Two products of their own (timm's halo attention: ``(q @ kᵀ + pos) * scale`` on one
     branch, ``q @ kᵀ * scale + pos`` on the other) are the scores of the branch that leaves
     them unscaled, where one does (what is said of them holds on that branch), else the first
-    branch's, scaled where both agree."""
+    branch's, scaled where both agree; the other branch's product is kept beside it
+    (``Product.other``) for what is said of a product itself."""
     first, second = left.product, right.product
     assert first is not None and second is not None
     if first.key_axis != second.key_axis:
@@ -417,4 +418,6 @@ def _either_scores(
         keys = first.key_axis
         joined = shape[keys] if shape is not None and len(shape) >= -keys else None
         first = dataclasses.replace(first, key_size=joined)
+    if first.node is not second.node:
+        first = dataclasses.replace(first, other=second)
     return {"product": first, **unscaled}

@@ -41,6 +41,10 @@ def reorder(
     channels = receiver.channels
     if channels is not None and channels.rank == len(permutation):  # and the channels
         channels = dataclasses.replace(channels, axis=permutation.index(channels.axis))
+    product = receiver.product
+    if product is not None and -len(permutation) <= product.key_axis < 0:  # and the keys
+        keys = permutation.index(product.key_axis + len(permutation)) - len(permutation)
+        product = dataclasses.replace(product, key_axis=keys)
     return flow(
         receiver,
         Family.AXES,
@@ -48,6 +52,7 @@ def reorder(
         layout=layout.permuted(permutation, call.node) if layout else None,
         origin=call.node,
         axis_op=AxisOp(name, call.node, len(receiver.shape), axes),
+        product=product,
         tiled=tiled if tiled is not None and tiled.rank == len(permutation) else None,
         heads=heads if heads is not None and heads.rank == len(permutation) else None,
         channels=channels if channels is not None and channels.rank == len(permutation) else None,
@@ -69,8 +74,9 @@ def swap(call: OpCall, first: int, second: int, name: str) -> TensorFact:
     if rank is None:
         return _tail_swap(call, first, second) or reorder(call, None, name)
     a, b = wrapped(first, rank), wrapped(second, rank)
-    if a is None or b is None:
-        return reorder(call, None, name)
+    if a is None or b is None:  # PyTorch raises IndexError; the axes asked for are kept
+        unknown = reorder(call, None, name)
+        return dataclasses.replace(unknown, axis_op=AxisOp(name, call.node, rank, (first, second)))
     if rank == 0:
         return _unchanged(call)
     permutation = list(range(rank))

@@ -75,6 +75,11 @@ def matrix_product(
         context.observe(LinearWeightProduct(product))
     if left.masked_weights is not None:
         context.observe(MaskAfterSoftmax(left.masked_weights))
+    mixing = left.product
+    if left.is_scores and mixing is not None and mixing.key_axis == -2 and right.product is None:
+        # talking heads (scores with the heads moved last, times a matrix): the same scores,
+        # their heads mixed, over the same keys, still on the next-to-last axis
+        product = mixing
     prefixed = _prefixed_product(left, right) if shape is None else None
     return new_tensor(
         shape,
@@ -350,16 +355,8 @@ def _projected(call: OpCall, out: Dim | None) -> TensorFact:
     if shape is not None and len(shape) >= 1:
         shape = (*shape[:-1], out if out is not None else Dim.symbol("?"))
     product = receiver.product
-    last = receiver.last_dim
-    keys = product.key_size if product is not None else None
-    if (
-        receiver.is_scores
-        and product is not None
-        and keys is not None
-        and last is not None
-        # the head axis moved last: a size other than the keys' (CaiT: num_heads, not N)
-        and (provably_different(last, keys) or (last != keys and last.is_named and keys.is_named))
-    ):
+    # a permute moved the keys' axis away from the last (CaiT's talking heads mix the heads)
+    if receiver.is_scores and product is not None and product.key_axis != -1:
         scaling = scaled(receiver, call.node, None)  # learned weights: a scale of their own
         return new_tensor(shape, call.node, receiver, product=product, scaling=scaling)
     return new_tensor(shape, call.node, receiver, known_last=out, rank_of=receiver.rank_of)

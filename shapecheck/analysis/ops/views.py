@@ -691,15 +691,17 @@ def concatenate(call: OpCall) -> Fact:
     to logits of other keys stay the scores, scaled as they were (see
     ``_scores_over_more_keys``)."""
     first = call.get(0, "tensors")
-    tensors = (
-        [as_tensor(item) for item in first[0].items]
-        if first and isinstance(first[0], TupleFact)
-        else []
-    )
+    listed = first[0] if first else None
+    tensors: list[TensorFact | None] = []
+    if isinstance(listed, TupleFact):
+        tensors = [as_tensor(item) for item in listed.items]
+    elif isinstance(listed, RepeatedFact):  # a comprehension: each piece alike, how many unknown
+        tensors = [as_tensor(listed.item)]
     shapes = [tensor.shape for tensor in tensors if tensor is not None and tensor.shape is not None]
     scalings = {tensor.scaling if tensor is not None else None for tensor in tensors}
     scaling = scalings.pop() if len(scalings) == 1 else None
-    shape = _concatenated_shape(call, shapes, complete=len(shapes) == len(tensors))
+    complete = isinstance(listed, TupleFact) and len(shapes) == len(tensors)
+    shape = _concatenated_shape(call, shapes, complete=complete)
     scores = _scores_over_more_keys(call, tensors, shape)
     if scores is not None:
         scaling = scores.scaling
