@@ -23,7 +23,7 @@ from shapecheck.analysis.annotations import (
     declared,
     parse_shape,
 )
-from shapecheck.analysis.dims import Dim, Symbol, named_by_code, substitute
+from shapecheck.analysis.dims import Dim, Symbol, named_by_code, substitute, symbols_in
 from shapecheck.analysis.facts import (
     ACTIVATIONS,
     CALLABLES,
@@ -1196,15 +1196,25 @@ class Interpreter:
         if symbol == "*":
             return IntFact(a * b, assumed)
         if a.value is None and b.value is None:
-            self._divided(node)
+            self._divided(node, a, b)
         return IntFact(a.floordiv(b, origin=node), assumed)
 
-    def _divided(self, node: ast.BinOp) -> None:
-        """Remember a division of named sizes, for SC502."""
+    def _divided(self, node: ast.BinOp, numerator: Dim, denominator: Dim) -> None:
+        """Remember a division of named sizes, for SC502: by the names written and those
+        the sizes were read as (``self.embed_dim = config.hidden_size``: a check of
+        ``config.hidden_size % config.num_heads`` checks ``self.embed_dim`` too)."""
         if isinstance(node.left, ast.Name) and isinstance(node.right, ast.Name):
             self.divisions.append((node.left.id, node.right.id))
         constructor = self.in_constructor
-        self.observe(SizeDivision(node, _names_in(node.left), _names_in(node.right), constructor))
+        divided = self._names_read(node.left, numerator), self._names_read(node.right, denominator)
+        self.observe(SizeDivision(node, *divided, constructor))
+
+    def _names_read(self, node: ast.expr, size: Dim) -> frozenset[str]:
+        """:func:`_names_in` ``node``, and the last part of what each name there was copied
+        from (an unknown value's name) and of each name ``size`` was read as."""
+        copies = [self.copied.get(dotted_name(part) or "") for part in ast.walk(node)]
+        read = [symbol.name for symbol in symbols_in(size)]
+        return _names_in(node) | {name.rsplit(".", 1)[-1] for name in (*copies, *read) if name}
 
     def _shape_spec(self, annotation: ast.expr) -> ShapeSpec | None:
         """The shape a jaxtyping annotation (``Float[Tensor, "b l d"]``) names, if any."""

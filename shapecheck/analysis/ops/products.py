@@ -155,6 +155,22 @@ def baddbmm(call: OpCall) -> Fact:
     return result
 
 
+@function_op("torch.addmm")
+def addmm(call: OpCall) -> Fact:
+    """``torch.addmm(bias, x, w)``: ``x @ w + bias``, a layer's projection (GPT-2's
+    ``Conv1D`` projects ``[n, in] -> [n, out]`` so), unscaled unless ``alpha`` scales it."""
+    rows, columns = call.tensor_arg(1, "mat1"), call.tensor_arg(2, "mat2")
+    if rows is None or columns is None:
+        return TensorFact(origin=call.node, scaling=None)
+    two_d = [tensor.shape for tensor in (rows, columns) if tensor.shape and len(tensor.shape) == 2]
+    shape = (two_d[0][0], two_d[1][1]) if len(two_d) == 2 else None
+    result = new_tensor(shape, call.node, rows, columns)
+    alpha = call.get(None, "alpha")
+    if alpha is None:
+        return result
+    return replace(result, scaling=scaled(result, call.node, scale_of(alpha[0])))
+
+
 @function_op("torch.einsum")
 def einsum(call: OpCall) -> Fact:
     """``torch.einsum("bhid,bhjd->bhij", q, k)``, or with the operands in one list

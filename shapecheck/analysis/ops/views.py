@@ -278,15 +278,17 @@ def reshape(call: OpCall) -> Fact:
 
 def _prefixed_view(call: OpCall) -> TensorFact | None:
     """``x.view(*h.shape[:-1], -1, d)`` while ``h``'s rank is unknown: the shape is ``h``'s
-    leading sizes and then the tail, whose ``-1`` is what ``x``'s last axis leaves (the view
-    splits it; an ``nn.Linear`` output says how wide it is)."""
+    leading sizes and then the tail, whose ``-1`` is what ``x``'s last axis leaves where only
+    that axis is known (the view splits it; an ``nn.Linear`` output says how wide it is).
+    ``x`` may be known whole: GPT-2's ``Conv1D`` views its ``[n, nf]`` product as
+    ``x.size()[:-1] + (nf,)`` of its input."""
     found = call.prefixed(0)
     receiver = call.receiver
-    if found is None or receiver.shape is not None:
+    if found is None:
         return None
     prefix, tail = found
     missing = [index for index, size in enumerate(tail) if size is None]
-    if len(missing) == 1 and receiver.known_last is not None:
+    if len(missing) == 1 and receiver.shape is None and receiver.known_last is not None:
         others = [size for size in tail if size is not None]
         tail[missing[0]] = receiver.known_last.floordiv(product(others))
     dims = tuple(size if size is not None else Dim.symbol("?") for size in tail)
@@ -639,6 +641,11 @@ def split(call: OpCall) -> Fact:
             if count is None and isinstance(pieces, TupleFact):
                 return RepeatedFact(pieces.items[0])  # as many pieces as the code unpacks
             return pieces
+    if isinstance(fact, IntFact):
+        # an axis or a length it cannot read (GPT-2's fused qkv of unknown rank, split along
+        # dim=2): pieces of the receiver's rank and values, as many as the code unpacks
+        pieces = _pieces(call, 1, None if receiver.shape is None else axis, fact.dim)
+        return RepeatedFact(pieces.items[0]) if isinstance(pieces, TupleFact) else pieces
     return UNKNOWN
 
 
