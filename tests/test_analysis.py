@@ -751,6 +751,25 @@ def test_a_handed_modules_layers_compute_in_its_sizes_named_through_it(annotatio
     assert shapes["split"] == "[b, n, attn.heads, dim//attn.heads]"
 
 
+def test_a_comprehension_over_tensors_binds_its_target_to_what_they_share() -> None:
+    """``q, k, v = (t.view(...).transpose(1, 2) for t in (q, k, v))``: each split alike;
+    over what it cannot read (``range``), the target stays unknown."""
+    source = """\
+        import torch
+
+        def split(self, x: torch.Tensor, n_items: int):
+            b, n, _ = x.shape
+            q, k, v = x.chunk(3, dim=-1)
+            q, k, v = (t.view(b, n, 4, -1).transpose(1, 2) for t in (q, k, v))
+            stacked = torch.stack([t.unsqueeze(0) for t in (q, k)])
+            counted = torch.stack([t.unsqueeze(0) for t in range(n_items)])
+        """
+    shapes = _shapes_in(source, "split")
+    assert shapes["q"] == shapes["v"] == "[b, 4, n, (x.shape[2]//3)//4]"
+    assert shapes["stacked"] == "[?, 1, b, 4, n, (x.shape[2]//3)//4]"
+    assert shapes["counted"] == "?"
+
+
 def _shapes_in(source: str, function: str) -> dict[str, str]:
     """The shape of what each name of ``function`` was bound to last, a leading prefix
     written ``*owner.shape[:-k]``."""

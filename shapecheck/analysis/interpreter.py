@@ -976,12 +976,18 @@ class Interpreter:
         return text_of(set(strings))
 
     def _comprehension(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp) -> Fact:
-        """The fact of every element: ``elt`` with the loop targets unknown, in a scope of its
-        own (so ``[nn.MultiheadAttention(100, 3) for _ in range(n)]`` is still checked)."""
+        """The fact of every element: ``elt`` in a scope of its own (so
+        ``[nn.MultiheadAttention(100, 3) for _ in range(n)]`` is still checked), each loop
+        target what all the items iterated have in common (``for t in (q, k, v)``: the three
+        split alike), else unknown."""
         outer = dict(self.env)
         for clause in node.generators:
-            self.eval(clause.iter)
-            self._bind(clause.target, UNKNOWN)
+            iterated = self.eval(clause.iter)
+            if isinstance(iterated, TupleFact) and iterated.items:
+                item = functools.reduce(join, iterated.items)
+            else:
+                item = iterated.item if isinstance(iterated, RepeatedFact) else UNKNOWN
+            self._bind(clause.target, item)
             for condition in clause.ifs:
                 self.eval(condition)
         element = self.eval(node.elt)
