@@ -796,6 +796,37 @@ def test_a_size_handed_unknown_comes_back_as_the_callers_own() -> None:
     assert _shapes_in(source, "Rope.split")["q"] == "[b, h, n, d]"
 
 
+def test_a_size_handed_by_an_unknown_name_comes_back_in_that_name() -> None:
+    """PEGASUS-X: ``self._shape(x, seq_len=dim.global_len, bsz=dim.batch_size)`` splits into
+    the helper's ``bsz`` and ``seq_len``; back in the caller they are ``dim.batch_size`` and
+    ``dim.global_len``, the sizes the caller's own merge writes. A size the caller names by
+    the helper's parameter name (``bsz``, its own) stays its own."""
+    source = """\
+        import torch
+
+
+        class Attention(torch.nn.Module):
+            def __init__(self, num_heads: int, head_dim: int):
+                super().__init__()
+                self.num_heads = num_heads
+                self.head_dim = head_dim
+
+            def _shape(self, tensor, seq_len: int, bsz: int):
+                return tensor.view(bsz, seq_len, self.num_heads, self.head_dim).transpose(1, 2)
+
+            def _scaled(self, tensor, bsz: int):
+                return tensor * 2
+
+            def forward(self, x, dim, bsz):
+                q = self._shape(x, seq_len=dim.global_len, bsz=dim.batch_size)
+                own = x.view(bsz, 3, self.num_heads, self.head_dim)
+                kept = self._scaled(own, bsz=dim.batch_size)
+        """
+    shapes = _shapes_in(source, "Attention.forward")
+    assert shapes["q"] == "[dim.batch_size, self.num_heads, dim.global_len, self.head_dim]"
+    assert shapes["kept"] == "[bsz, 3, self.num_heads, self.head_dim]"
+
+
 def test_a_helpers_leading_sizes_come_back_in_the_callers_names() -> None:
     """``x.shape[:-1]`` of a helper's parameter is that of the name its caller passed
     (GPT-2's ``Conv1D``, ``size()[:-1] + (nf,)``), never a name of the caller's own that the
