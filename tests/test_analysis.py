@@ -2077,3 +2077,79 @@ def test_a_declaration_is_found_wherever_a_statement_may_start(source: str) -> N
         isinstance(node, ast.Global | ast.Nonlocal) for node in ast.walk(ast.parse(source))
     )
     assert may_declare(source) == declared
+
+
+@pytest.mark.parametrize(
+    ("split", "heads"),
+    [
+        ("view(B, self.num_heads, L, -1)", True),  # named heads
+        ("view(B, self.h, L, self.d_k)", True),  # the features in self.h pieces of self.d_k
+        ("view(2, B * L, -1)", False),  # Doge's router logits, in two halves
+    ],
+)
+def test_a_split_speaks_of_heads_only_where_the_code_tells_heads(split: str, heads: bool) -> None:
+    """SC102's message speaks of heads where the view's sizes name them, or where the
+    features are cut into a named count of pieces as wide as the last new axis; Doge's router
+    logits are split the same way, and are no heads."""
+    source = f"""\
+        import torch.nn as nn
+
+
+        class Split(nn.Module):
+            def __init__(self, d_model, h):
+                super().__init__()
+                self.num_heads = h
+                self.h = h
+                self.d_k = d_model // h
+                self.proj = nn.Linear(d_model, d_model)
+
+            def forward(self, x):
+                B, L, _ = x.shape
+                return self.proj(x).{split}
+        """
+    assert (_split_message(source) == _HEADS_MIX) is heads
+
+
+def test_image_windows_are_no_heads() -> None:
+    """RF-DETR's ``window_partition`` views a grid of patches as windows: SC102 reports the
+    rows read as columns, in terms of axes, not heads."""
+    source = """\
+        import torch.nn as nn
+
+
+        class Windows(nn.Module):
+            def __init__(self, num_windows):
+                super().__init__()
+                self.num_windows = num_windows
+
+            def forward(self, grid):
+                batch_size, rows, columns, channels = grid.shape
+                windows = grid.view(
+                    batch_size,
+                    self.num_windows,
+                    columns // self.num_windows,
+                    self.num_windows,
+                    rows // self.num_windows,
+                    channels,
+                )
+                return windows.transpose(2, 3)
+        """
+    assert _split_message(source) == _AXES_MIX
+
+
+_HEADS_MIX = (
+    "heads mix positions and features silently; view with the heads after the sequence axis, "
+    "then `.transpose(...)` them forward"
+)
+_AXES_MIX = (
+    "its entries mix with those of other axes silently; view the sizes in the order the data "
+    "lies in, then `.transpose(...)` them where they belong"
+)
+
+
+def _split_message(source: str) -> str:
+    """What SC102's one finding in ``source`` says goes wrong."""
+    rules = [rule() for rule in all_rules()]
+    result = lint_source(textwrap.dedent(source).encode(), "snippet.py", rules)
+    [message] = [d.message for d in result.diagnostics if d.code == "SC102"]
+    return message.split("laid out differently, so ", 1)[1]
