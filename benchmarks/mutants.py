@@ -399,7 +399,7 @@ def split_heads_without_transpose(source: Source) -> Iterator[Edit]:
         if node not in enclosing or not attention[enclosing[node]]:
             continue
         fold = _swapped_merge(node)
-        if fold is not None and _folds_into_batch(fold[0], enclosing[node], source):
+        if fold is not None and _folds_into_batch(*fold, enclosing[node], source):
             yield Edit(source.dot(fold[1]), source.end(fold[1]), "")
         transpose = _method(node, "transpose")
         if transpose is None or _ints(transpose) not in HEAD_SWAPS:
@@ -451,7 +451,7 @@ def merge_heads_without_transpose(source: Source) -> Iterator[Edit]:
         merge, swapped = found
         if any(_is_one(argument) for argument in merge.args[1:2]):
             continue  # one query (a class token): the swap moves a size-1 axis, nothing else
-        if _folds_into_batch(merge, enclosing[node], source):
+        if _folds_into_batch(merge, swapped, enclosing[node], source):
             continue
         if _name_of(swapped.func.value) in _interface_outputs(enclosing[node]):  # type: ignore[attr-defined]
             continue
@@ -474,10 +474,14 @@ def _swapped_merge(node: ast.AST) -> tuple[ast.Call, ast.Call] | None:
     return (merge, swapped) if swapped is not None else None
 
 
-def _folds_into_batch(merge: ast.Call, function: ast.AST, source: Source) -> bool:
+def _folds_into_batch(
+    merge: ast.Call, swapped: ast.Call, function: ast.AST, source: Source
+) -> bool:
     """A merge whose first size is the batch times the heads (``reshape(B * H, L, D)``), as
     written or in the one tuple the function assigns to the name it is given
-    (``view(query_shape)``)."""
+    (``view(query_shape)``), or ``-1`` where the last size is the swapped tensor's own last
+    (DeBERTa's ``x.permute(0, 2, 1, 3).contiguous().view(-1, x.size(1), x.size(-1))``): the
+    head size stays whole, so what the ``-1`` merges is the batch and the heads."""
     sizes: list[ast.expr] = list(merge.args)
     if len(sizes) == 1 and isinstance(sizes[0], ast.Name):
         assigned = [
@@ -490,7 +494,27 @@ def _folds_into_batch(merge: ast.Call, function: ast.AST, source: Source) -> boo
         ]
         if len(assigned) == 1 and isinstance(assigned[0], ast.Tuple):
             sizes = list(assigned[0].elts)
-    return len(sizes) == 3 and _batch_times_heads(sizes[0], source)
+    if len(sizes) != 3:
+        return False
+    tensor = swapped.func.value  # type: ignore[attr-defined]
+    return _batch_times_heads(sizes[0], source) or (
+        _is_minus_one(sizes[0]) and _last_size_of(sizes[2], tensor, source)
+    )
+
+
+def _is_minus_one(node: ast.expr) -> bool:
+    return isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and _is_one(node.operand)
+
+
+def _last_size_of(size: ast.expr, tensor: ast.expr, source: Source) -> bool:
+    """``size`` is ``tensor.size(-1)`` or ``tensor.shape[-1]``."""
+    if isinstance(size, ast.Call) and _name_of(size.func) == "size" and len(size.args) == 1:
+        owner, index = size.func.value, size.args[0]  # type: ignore[attr-defined]
+    elif isinstance(size, ast.Subscript) and _name_of(size.value) == "shape":
+        owner, index = size.value.value, size.slice  # type: ignore[attr-defined]
+    else:
+        return False
+    return _is_minus_one(index) and source.code(owner) == source.code(tensor)
 
 
 _ATTENTION_CALLS = re.compile(r"attention|attn", re.IGNORECASE)

@@ -70,16 +70,27 @@ class HeadSplitWithoutTranspose(Rule):
         for view in analysis.observations(ReinterpretingView):
             if not view.splits or view.call in keys or view.call in images:
                 continue  # a merge (SC103), keys SC201 reports, or an image's channels (SC104)
-            moved = view.moved
             yield Violation(
                 view.anchor,
                 f"reshapes {format_shape(view.old_shape)} into {format_shape(view.new_shape)} "
-                f"without a transpose: axis {moved.dim} is re-read from memory laid out "
-                f"differently, so heads mix positions and features silently; view with the "
-                "heads after the sequence axis, then `.transpose(...)` them forward"
-                + assuming(view.guess),
+                f"without a transpose: axis {view.moved.dim} is re-read from memory laid out "
+                f"differently, so {_consequence(view)}" + assuming(view.guess),
                 fix=_split_then_reorder(analysis, view),
             )
+
+
+def _consequence(view: ReinterpretingView) -> str:
+    """What goes wrong, and the remedy: in terms of heads only where the code names them
+    (windows of an image grid or halves of router logits are split the same way)."""
+    if view.moves_heads:
+        return (
+            "heads mix positions and features silently; view with the heads after the "
+            "sequence axis, then `.transpose(...)` them forward"
+        )
+    return (
+        "its entries mix with those of other axes silently; view the sizes in the order the "
+        "data lies in, then `.transpose(...)` them where they belong"
+    )
 
 
 def _keys_viewed_as_transposed(analysis: ModuleAnalysis) -> set[ast.AST]:

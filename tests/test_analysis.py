@@ -843,6 +843,37 @@ def test_a_size_handed_unknown_comes_back_as_the_callers_own() -> None:
     assert _shapes_in(source, "Rope.split")["q"] == "[b, h, n, d]"
 
 
+def test_a_size_handed_by_an_unknown_name_comes_back_in_that_name() -> None:
+    """PEGASUS-X: ``self._shape(x, seq_len=dim.global_len, bsz=dim.batch_size)`` splits into
+    the helper's ``bsz`` and ``seq_len``; back in the caller they are ``dim.batch_size`` and
+    ``dim.global_len``, the sizes the caller's own merge writes. A size the caller names by
+    the helper's parameter name (``bsz``, its own) stays its own."""
+    source = """\
+        import torch
+
+
+        class Attention(torch.nn.Module):
+            def __init__(self, num_heads: int, head_dim: int):
+                super().__init__()
+                self.num_heads = num_heads
+                self.head_dim = head_dim
+
+            def _shape(self, tensor, seq_len: int, bsz: int):
+                return tensor.view(bsz, seq_len, self.num_heads, self.head_dim).transpose(1, 2)
+
+            def _scaled(self, tensor, bsz: int):
+                return tensor * 2
+
+            def forward(self, x, dim, bsz):
+                q = self._shape(x, seq_len=dim.global_len, bsz=dim.batch_size)
+                own = x.view(bsz, 3, self.num_heads, self.head_dim)
+                kept = self._scaled(own, bsz=dim.batch_size)
+        """
+    shapes = _shapes_in(source, "Attention.forward")
+    assert shapes["q"] == "[dim.batch_size, self.num_heads, dim.global_len, self.head_dim]"
+    assert shapes["kept"] == "[bsz, 3, self.num_heads, self.head_dim]"
+
+
 def test_a_helpers_leading_sizes_come_back_in_the_callers_names() -> None:
     """``x.shape[:-1]`` of a helper's parameter is that of the name its caller passed
     (GPT-2's ``Conv1D``, ``size()[:-1] + (nf,)``), never a name of the caller's own that the
@@ -2249,3 +2280,79 @@ def test_a_declaration_is_found_wherever_a_statement_may_start(source: str) -> N
         isinstance(node, ast.Global | ast.Nonlocal) for node in ast.walk(ast.parse(source))
     )
     assert may_declare(source) == declared
+
+
+@pytest.mark.parametrize(
+    ("split", "heads"),
+    [
+        ("view(B, self.num_heads, L, -1)", True),  # named heads
+        ("view(B, self.h, L, self.d_k)", True),  # the features in self.h pieces of self.d_k
+        ("view(2, B * L, -1)", False),  # Doge's router logits, in two halves
+    ],
+)
+def test_a_split_speaks_of_heads_only_where_the_code_tells_heads(split: str, heads: bool) -> None:
+    """SC102's message speaks of heads where the view's sizes name them, or where the
+    features are cut into a named count of pieces as wide as the last new axis; Doge's router
+    logits are split the same way, and are no heads."""
+    source = f"""\
+        import torch.nn as nn
+
+
+        class Split(nn.Module):
+            def __init__(self, d_model, h):
+                super().__init__()
+                self.num_heads = h
+                self.h = h
+                self.d_k = d_model // h
+                self.proj = nn.Linear(d_model, d_model)
+
+            def forward(self, x):
+                B, L, _ = x.shape
+                return self.proj(x).{split}
+        """
+    assert (_split_message(source) == _HEADS_MIX) is heads
+
+
+def test_image_windows_are_no_heads() -> None:
+    """RF-DETR's ``window_partition`` views a grid of patches as windows: SC102 reports the
+    rows read as columns, in terms of axes, not heads."""
+    source = """\
+        import torch.nn as nn
+
+
+        class Windows(nn.Module):
+            def __init__(self, num_windows):
+                super().__init__()
+                self.num_windows = num_windows
+
+            def forward(self, grid):
+                batch_size, rows, columns, channels = grid.shape
+                windows = grid.view(
+                    batch_size,
+                    self.num_windows,
+                    columns // self.num_windows,
+                    self.num_windows,
+                    rows // self.num_windows,
+                    channels,
+                )
+                return windows.transpose(2, 3)
+        """
+    assert _split_message(source) == _AXES_MIX
+
+
+_HEADS_MIX = (
+    "heads mix positions and features silently; view with the heads after the sequence axis, "
+    "then `.transpose(...)` them forward"
+)
+_AXES_MIX = (
+    "its entries mix with those of other axes silently; view the sizes in the order the data "
+    "lies in, then `.transpose(...)` them where they belong"
+)
+
+
+def _split_message(source: str) -> str:
+    """What SC102's one finding in ``source`` says goes wrong."""
+    rules = [rule() for rule in all_rules()]
+    result = lint_source(textwrap.dedent(source).encode(), "snippet.py", rules)
+    [message] = [d.message for d in result.diagnostics if d.code == "SC102"]
+    return message.split("laid out differently, so ", 1)[1]

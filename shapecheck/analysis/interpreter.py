@@ -2123,7 +2123,16 @@ class Interpreter:
             for axis, dim in enumerate(tensor.shape)
             if dim.has_unknown
         }
-        return _prefixes_renamed(_sizes_handed_back(fact, unknown), renames, handed)
+        # a size the callee names by a parameter this caller handed an unknown name for
+        # (PEGASUS-X's ``self._shape(x, seq_len=dim.global_len, bsz=dim.batch_size)``) is
+        # that name's size here, as it is where this function writes the name as a size
+        named = {
+            param: self.symbol(name)
+            for param, (argument, node) in passed.items()
+            if isinstance(argument, Unknown) and (name := dotted_name(node)) is not None
+        }
+        returned = _sizes_handed_back(fact, unknown, named, self.symbols)
+        return _prefixes_renamed(returned, renames, handed)
 
     def _nothing_to_learn(self, node: ast.Call, arguments: Mapping[str, Fact]) -> bool:
         """Following the call would tell nothing (what it is handed is noted before): its
@@ -2541,20 +2550,31 @@ def _prefixes_renamed(
     return fact
 
 
-def _sizes_handed_back(fact: Fact, unknown: Mapping[str, Dim]) -> Fact:
-    """``fact`` with each unnamed size a callee gave an axis its caller handed unknown
-    (``x.shape[2]``, by the name ``unknown`` maps) replaced by the caller's size there."""
-    if not unknown:
+def _sizes_handed_back(
+    fact: Fact, unknown: Mapping[str, Dim], named: Mapping[str, Dim], callers: Mapping[str, Dim]
+) -> Fact:
+    """``fact`` with each size a callee named for what its caller handed unknown replaced by
+    the caller's size there: the unnamed ``x.shape[2]`` of an axis (by the names ``unknown``
+    maps), or a parameter used as a size (by the names ``named`` maps) where it is not the
+    caller's own symbol of that name (``callers``)."""
+    if not unknown and not named:
         return fact
     if isinstance(fact, TupleFact):
-        return TupleFact(tuple(_sizes_handed_back(item, unknown) for item in fact.items))
+        return TupleFact(
+            tuple(_sizes_handed_back(item, unknown, named, callers) for item in fact.items)
+        )
     if not isinstance(fact, TensorFact) or fact.shape is None:
         return fact
     mapping = {
-        atom: unknown[atom.name]
+        atom: unknown[atom.name] if atom.unnamed else named[atom.name]
         for dim in fact.shape
         for atom in dim.factors
-        if isinstance(atom, Symbol) and atom.unnamed and atom.name in unknown
+        if isinstance(atom, Symbol)
+        and (
+            atom.name in unknown
+            if atom.unnamed
+            else atom.name in named and atom not in callers.get(atom.name, Dim.constant(1)).factors
+        )
     }
     if not mapping:
         return fact

@@ -45,6 +45,18 @@ class ReinterpretingView:
     size the code does not name, is longer than 1 (``Reinterpretation.guess``)."""
 
     @property
+    def moves_heads(self) -> bool:
+        """The axes the view moves are attention heads, as far as the code tells: it names
+        them (``self.num_heads``, ``config.num_attention_heads``, ``n_head``, a ``head_dim``),
+        or it splits the features into a named count of pieces as wide as the last new axis
+        (the Annotated Transformer's ``self.h`` pieces of ``self.d_k``). Windows of an image
+        grid, halves of router logits and image rows are reshaped the same way otherwise."""
+        old, new = self.old_shape, self.new_shape
+        if any("head" in str(dim).lower() for dim in (*old, *new)):
+            return True
+        return any(count.is_named and count * new[-1] == old[-1] for count in new[:-1])
+
+    @property
     def splits(self) -> bool:
         """A split into heads-first axes (SC102's), not a merge of heads (SC103's): more axes
         after the view than before (``[B*L, H, D]`` read as ``[B, H, L, D]``), or sizes moved
