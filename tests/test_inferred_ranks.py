@@ -361,6 +361,47 @@ def test_a_factor_of_a_batched_product_takes_the_others_rank_on_a_guess() -> Non
     assert bound(source, "projected").rank is None  # a matrix is no batch of matrices
 
 
+def test_a_term_added_to_4d_attention_scores_takes_their_rank_on_a_guess() -> None:
+    source = """\
+        def f(q, k, attention_mask, bias):
+            B, H, L, D = q.shape
+            _, _, S, _ = k.shape
+            scores = torch.matmul(q, k.transpose(-1, -2))
+            if attention_mask is not None:
+                scores = scores + attention_mask
+            scores -= bias
+            blocked = attention_mask.bool()
+            b = bias
+            return scores.softmax(dim=-1), blocked
+        """
+    mask = entry(source, "attention_mask")  # read before the sum: known from the start
+    assert mask.rank == 4
+    assert mask.guess == "`attention_mask` has 4 axes, as the attention scores it is added to do"
+    assert bound(source, "blocked").rank == 4
+    assert bound(source, "b").rank == 4
+    assert shape(bound(source, "scores")) == ["B", "H", "L", "S"]
+
+
+@pytest.mark.parametrize(
+    "scores",
+    [
+        "torch.bmm(q, k.transpose(1, 2))",  # 3-D: a [q, k] mask is as common as [b, q, k]
+        "q * k",  # no product of queries and keys
+    ],
+)
+def test_a_term_added_to_other_tensors_shows_no_rank(scores: str) -> None:
+    source = f"""\
+        def f(q, k, mask):
+            B, L, D = q.shape
+            _, S, _ = k.shape
+            scores = {scores}
+            scores = scores + mask
+            return scores.softmax(dim=-1)
+        """
+    assert entry(source, "mask").rank is None
+    assert bound(source, "scores").rank == 3
+
+
 def test_findings_on_a_guessed_rank_say_what_they_assume() -> None:
     source = """\
         def f(q, k):

@@ -11,7 +11,7 @@ import ast
 import contextlib
 import functools
 import re
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -97,6 +97,7 @@ from shapecheck.analysis.usage import (
     Evidence,
     ParameterUses,
     RankByUse,
+    addend_uses,
     decide,
     fixed,
     function_uses,
@@ -527,6 +528,8 @@ class Interpreter:
         current = self.eval(target)
         other = self.eval(value)
         symbol = _ARITHMETIC.get(type(operator))
+        if symbol in ("+", "-") and self.context.shapes:
+            _, other = self._partners(target, current, value, other, addend_uses)
         result: Fact = UNKNOWN
         if symbol is not None:
             result = arithmetic(self, statement, symbol, current, other)
@@ -1116,6 +1119,8 @@ class Interpreter:
                 return UNKNOWN
             return matrix_product(self, node, left_tensor, right_tensor, node.left, node.right)
         symbol = _ARITHMETIC.get(type(operator))
+        if symbol in ("+", "-") and self.context.shapes:
+            left, right = self._partners(node.left, left, node.right, right, addend_uses)
         sequences = (SizeFact, TupleFact)
         if symbol == "+" and isinstance(right, sequences):
             if isinstance(left, sequences):
@@ -1434,10 +1439,23 @@ class Interpreter:
     ) -> tuple[Fact, Fact]:
         """The factors of a matrix product, a factor of unknown rank taking the other's
         where that is a batch of matrices (see ``usage.partner_uses``)."""
-        shown = partner_uses(dotted_name(left_node), right)
+        return self._partners(left_node, left, right_node, right, partner_uses)
+
+    def _partners(
+        self,
+        left_node: ast.expr,
+        left: Fact,
+        right_node: ast.expr,
+        right: Fact,
+        uses: Callable[[str | None, Fact], Evidence | None],
+    ) -> tuple[Fact, Fact]:
+        """The two operands of a binary op, each as what ``uses`` says its partner shows of
+        its rank (the factors of a product: ``usage.partner_uses``; a term added to
+        attention scores: ``usage.addend_uses``)."""
+        shown = uses(dotted_name(left_node), right)
         if shown is not None:
             left = self._shows(left_node, left, shown) or left
-        shown = partner_uses(dotted_name(right_node), left)
+        shown = uses(dotted_name(right_node), left)
         if shown is not None:
             right = self._shows(right_node, right, shown) or right
         return left, right

@@ -9,10 +9,11 @@ x.size(1) * x.size(2))``), an einsum equation or einops pattern without ``...``,
 tensor to a function of the module whose uses fix the rank of that parameter. Others bound it
 from below only: ``x.transpose(2, 3)``, ``x.size(3)``, ``x.shape[-3]``, ``x[:, :, 0]``. A use as
 a size (one of a view's several sizes, ``torch.zeros(n)``, an einops axis length) shows an int,
-which the parameter is from there on (a 0-d tensor would serve as one too). Two are guesses,
+which the parameter is from there on (a 0-d tensor would serve as one too). Three are guesses,
 which every finding resting on them states ("assuming ..."): a bound of :data:`LIKELY_FROM` axes
-or more is taken as the rank, and a factor of a matrix product takes the rank of the other where
-that is a batch of matrices (:func:`partner_uses`).
+or more is taken as the rank, a factor of a matrix product takes the rank of the other where
+that is a batch of matrices (:func:`partner_uses`), and a term added to 4-D attention scores
+(a mask, a bias) takes theirs (:func:`addend_uses`).
 
 The interpreter notes each such use of a parameter that still holds what was passed in (the
 very fact it started from, learned further: a name bound again, or a tensor changed in place,
@@ -286,6 +287,20 @@ def partner_uses(name: str | None, partner: Fact) -> Evidence | None:
     if name is None or rank is None or rank < 3:
         return None
     guess = f"`{name}` has {rank} axes, as the other factor of its matrix product does"
+    return Evidence(rank, exact=True, guess=guess)
+
+
+def addend_uses(name: str | None, partner: Fact) -> Evidence | None:
+    """A term added to attention scores of :data:`LIKELY_FROM` axes or more (``scores +
+    attention_mask``, a position bias) has their rank, on a guess: it has at most theirs (more
+    would grow the scores past what the softmax and the values expect), and by convention
+    exactly (Hugging Face's masks are ``[batch, 1, q, k]``, its biases ``[1, heads, q, k]``);
+    a causal ``[q, k]`` broadcast over batch and heads is the exception a finding's "assuming"
+    names."""
+    rank = partner.rank if isinstance(partner, TensorFact) and partner.is_scores else None
+    if name is None or rank is None or rank < LIKELY_FROM:
+        return None
+    guess = f"`{name}` has {rank} axes, as the attention scores it is added to do"
     return Evidence(rank, exact=True, guess=guess)
 
 
