@@ -98,6 +98,7 @@ from shapecheck.analysis.usage import (
     ParameterUses,
     RankByUse,
     addend_uses,
+    alternative_uses,
     decide,
     fixed,
     function_uses,
@@ -915,7 +916,12 @@ class Interpreter:
                 return self._subscript(node)
             case ast.IfExp(test=test, body=body, orelse=orelse):
                 self.eval(test)
-                return join(self.eval(body), self.eval(orelse))
+                chosen, otherwise = self.eval(body), self.eval(orelse)
+                if self.context.shapes:
+                    chosen, otherwise = self._partners(
+                        body, chosen, orelse, otherwise, alternative_uses
+                    )
+                return join(chosen, otherwise)
             case ast.Compare(left=left, ops=operators, comparators=comparators):
                 facts = [self.eval(left), *(self.eval(c) for c in comparators)]
                 tensors = [fact for fact in facts if isinstance(fact, TensorFact)]
@@ -1449,9 +1455,9 @@ class Interpreter:
         right: Fact,
         uses: Callable[[str | None, Fact], Evidence | None],
     ) -> tuple[Fact, Fact]:
-        """The two operands of a binary op, each as what ``uses`` says its partner shows of
-        its rank (the factors of a product: ``usage.partner_uses``; a term added to
-        attention scores: ``usage.addend_uses``)."""
+        """Two operands, each as what ``uses`` says its partner shows of its rank (the
+        factors of a product: ``usage.partner_uses``; a term added to attention scores:
+        ``usage.addend_uses``; the choices of ``a if c else b``: ``usage.alternative_uses``)."""
         shown = uses(dotted_name(left_node), right)
         if shown is not None:
             left = self._shows(left_node, left, shown) or left
