@@ -382,6 +382,19 @@ def test_a_term_added_to_4d_attention_scores_takes_their_rank_on_a_guess() -> No
     assert shape(bound(source, "scores")) == ["B", "H", "L", "S"]
 
 
+def test_a_masks_own_sizes_say_nothing_of_the_scores_it_is_added_to() -> None:
+    """A mask's sizes are mostly 1 (``[batch, 1, 1, k]``): the scores' unknown size of the
+    queries stays unknown, not ``attention_mask.shape[2]``."""
+    source = """\
+        def f(a, b, k, attention_mask, flag):
+            q = a.permute(0, 2, 1, 3) if flag else b.permute(0, 2, 1, 3)
+            scores = q @ k.permute(0, 2, 3, 1)
+            scores = scores + attention_mask
+            return scores.softmax(dim=-1)
+        """
+    assert shape(bound(source, "scores")) == ["k.shape[0]", "k.shape[2]", "?", "k.shape[1]"]
+
+
 @pytest.mark.parametrize(
     "scores",
     [
