@@ -382,6 +382,32 @@ def test_a_term_added_to_4d_attention_scores_takes_their_rank_on_a_guess() -> No
     assert shape(bound(source, "scores")) == ["B", "H", "L", "S"]
 
 
+@pytest.mark.parametrize("passed", ["attn_mask=mask", "mask"])
+def test_the_mask_of_fused_attention_takes_the_scores_rank_on_a_guess(passed: str) -> None:
+    """SDPA adds the mask to scores of the queries' rank (PyTorch raises where it has more)."""
+    source = f"""\
+        def f(q, k, v, mask):
+            B, H, L, D = q.shape
+            out = F.scaled_dot_product_attention(q, k, v, {passed})
+            m = mask
+            return out
+        """
+    mask = bound(source, "m")
+    assert mask.rank == 4
+    assert mask.guess == "`mask` has 4 axes, as the attention scores it is added to do"
+
+
+def test_the_mask_of_fused_attention_on_fewer_axes_shows_no_rank() -> None:
+    source = """\
+        def f(q, k, v, mask):
+            L, D = q.shape
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            m = mask
+            return out
+        """
+    assert bound(source, "m").rank is None
+
+
 def test_a_masks_own_sizes_say_nothing_of_the_scores_it_is_added_to() -> None:
     """A mask's sizes are mostly 1 (``[batch, 1, 1, k]``): the scores' unknown size of the
     queries stays unknown, not ``attention_mask.shape[2]``."""

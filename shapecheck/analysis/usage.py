@@ -13,8 +13,8 @@ which the parameter is from there on (a 0-d tensor would serve as one too). Four
 which every finding resting on them states ("assuming ..."): a bound of :data:`LIKELY_FROM` axes
 or more is taken as the rank, a factor of a matrix product takes the rank of the other where
 that is a batch of matrices (:func:`partner_uses`), a term added to 4-D attention scores (a
-mask, a bias) takes theirs (:func:`addend_uses`), and one choice of a conditional expression
-takes the other's (:func:`alternative_uses`).
+mask, a bias; SDPA's ``attn_mask``) takes theirs (:func:`addend_uses`), and one choice of a
+conditional expression takes the other's (:func:`alternative_uses`).
 
 The interpreter notes each such use of a parameter that still holds what was passed in (the
 very fact it started from, learned further: a name bound again, or a tensor changed in place,
@@ -208,6 +208,7 @@ SHOWING_FUNCTIONS = frozenset(
         "torch.permute",
         "torch.einsum",
         "torch.matmul",
+        "torch.nn.functional.scaled_dot_product_attention",
         "einops.einsum",
         "einops.rearrange",
         "einops.repeat",
@@ -272,6 +273,13 @@ def function_uses(
         yield from _equation(args[0][1], einsum_operands(args[1:]), letters=True)
     elif name == "einops.einsum" and args:
         yield from _equation(args[-1][1], args[:-1], letters=False)
+    elif name == "torch.nn.functional.scaled_dot_product_attention":
+        # the mask is added to the scores, which have the queries' rank (more axes raise)
+        query, mask = _passed(args, kwargs, 0, "query"), _passed(args, kwargs, 3, "attn_mask")
+        rank = query[0].rank if query is not None and isinstance(query[0], TensorFact) else None
+        evidence = _added_to_scores(dotted_name(mask[1]), rank) if mask is not None else None
+        if mask is not None and evidence is not None:
+            yield mask, evidence
     elif name in ("einops.rearrange", "einops.repeat", "einops.reduce"):
         tensor, pattern = _passed(args, kwargs, 0, "tensor"), _passed(args, kwargs, 1, "pattern")
         written = _string(pattern[1]) if pattern is not None else None
@@ -299,6 +307,12 @@ def addend_uses(name: str | None, partner: Fact) -> Evidence | None:
     a causal ``[q, k]`` broadcast over batch and heads is the exception a finding's "assuming"
     names."""
     rank = partner.rank if isinstance(partner, TensorFact) and partner.is_scores else None
+    return _added_to_scores(name, rank)
+
+
+def _added_to_scores(name: str | None, rank: int | None) -> Evidence | None:
+    """A mask or bias added to attention scores of ``rank`` axes has as many, on a guess
+    (:func:`addend_uses`)."""
     if name is None or rank is None or rank < LIKELY_FROM:
         return None
     guess = f"`{name}` has {rank} axes, as the attention scores it is added to do"
