@@ -374,10 +374,9 @@ def test_a_term_added_to_4d_attention_scores_takes_their_rank_on_a_guess() -> No
             b = bias
             return scores.softmax(dim=-1), blocked
         """
-    mask = entry(source, "attention_mask")  # read before the sum: known from the start
+    mask = bound(source, "blocked")
     assert mask.rank == 4
     assert mask.guess == "`attention_mask` has 4 axes, as the attention scores it is added to do"
-    assert bound(source, "blocked").rank == 4
     assert bound(source, "b").rank == 4
     assert shape(bound(source, "scores")) == ["B", "H", "L", "S"]
 
@@ -677,6 +676,30 @@ def _read_facts(source: str, function: str = "f") -> dict[str, list[Fact]]:
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             reads.setdefault(node.id, []).append(fact)
     return reads
+
+
+def test_a_test_for_none_needs_no_second_interpretation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``if attention_mask is not None`` reads the mask before the sum shows its rank, but
+    asks nothing of its shape: the function is interpreted once, and the mask there is
+    given the rank learned after."""
+    source = """\
+        def f(q, k, attention_mask):
+            scores = torch.matmul(q, k.transpose(2, 3))
+            if attention_mask is not None:
+                scores = scores + attention_mask
+            return scores.softmax(dim=-1)
+        """
+    runs: list[str] = []
+    interpret = Interpreter.run_function
+
+    def counted(self: Interpreter, node: FunctionNode, *args: object) -> Fact:
+        runs.append(node.name)
+        return interpret(self, node, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Interpreter, "run_function", counted)
+    masks = _read_facts(source)["attention_mask"]
+    assert runs == ["f"]
+    assert [mask.rank for mask in masks if isinstance(mask, TensorFact)] == [4, 4]
 
 
 def test_a_parameter_used_as_a_size_is_an_int() -> None:

@@ -276,10 +276,10 @@ def function_uses(
     elif name == "torch.nn.functional.scaled_dot_product_attention":
         # the mask is added to the scores, which have the queries' rank (more axes raise)
         query, mask = _passed(args, kwargs, 0, "query"), _passed(args, kwargs, 3, "attn_mask")
-        rank = query[0].rank if query is not None and isinstance(query[0], TensorFact) else None
-        evidence = _added_to_scores(dotted_name(mask[1]), rank) if mask is not None else None
-        if mask is not None and evidence is not None:
-            yield mask, evidence
+        axes = query[0].rank if query is not None and isinstance(query[0], TensorFact) else None
+        added = _added_to_scores(dotted_name(mask[1]), axes) if mask is not None else None
+        if mask is not None and added is not None:
+            yield mask, added
     elif name in ("einops.rearrange", "einops.repeat", "einops.reduce"):
         tensor, pattern = _passed(args, kwargs, 0, "tensor"), _passed(args, kwargs, 1, "pattern")
         written = _string(pattern[1]) if pattern is not None else None
