@@ -361,6 +361,103 @@ def test_a_factor_of_a_batched_product_takes_the_others_rank_on_a_guess() -> Non
     assert bound(source, "projected").rank is None  # a matrix is no batch of matrices
 
 
+def test_a_term_added_to_4d_attention_scores_takes_their_rank_on_a_guess() -> None:
+    source = """\
+        def f(q, k, attention_mask, bias):
+            B, H, L, D = q.shape
+            _, _, S, _ = k.shape
+            scores = torch.matmul(q, k.transpose(-1, -2))
+            if attention_mask is not None:
+                scores = scores + attention_mask
+            scores -= bias
+            blocked = attention_mask.bool()
+            b = bias
+            return scores.softmax(dim=-1), blocked
+        """
+    mask = bound(source, "blocked")
+    assert mask.rank == 4
+    assert mask.guess == "`attention_mask` has 4 axes, as the attention scores it is added to do"
+    assert bound(source, "b").rank == 4
+    assert shape(bound(source, "scores")) == ["B", "H", "L", "S"]
+
+
+@pytest.mark.parametrize("passed", ["attn_mask=mask", "mask"])
+def test_the_mask_of_fused_attention_takes_the_scores_rank_on_a_guess(passed: str) -> None:
+    """SDPA adds the mask to scores of the queries' rank (PyTorch raises where it has more)."""
+    source = f"""\
+        def f(q, k, v, mask):
+            B, H, L, D = q.shape
+            out = F.scaled_dot_product_attention(q, k, v, {passed})
+            m = mask
+            return out
+        """
+    mask = bound(source, "m")
+    assert mask.rank == 4
+    assert mask.guess == "`mask` has 4 axes, as the attention scores it is added to do"
+
+
+def test_the_mask_of_fused_attention_on_fewer_axes_shows_no_rank() -> None:
+    source = """\
+        def f(q, k, v, mask):
+            L, D = q.shape
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            m = mask
+            return out
+        """
+    assert bound(source, "m").rank is None
+
+
+def test_a_masks_own_sizes_say_nothing_of_the_scores_it_is_added_to() -> None:
+    """A mask's sizes are mostly 1 (``[batch, 1, 1, k]``): the scores' unknown size of the
+    queries stays unknown, not ``attention_mask.shape[2]``."""
+    source = """\
+        def f(a, b, k, attention_mask, flag):
+            q = a.permute(0, 2, 1, 3) if flag else b.permute(0, 2, 1, 3)
+            scores = q @ k.permute(0, 2, 3, 1)
+            scores = scores + attention_mask
+            return scores.softmax(dim=-1)
+        """
+    assert shape(bound(source, "scores")) == ["k.shape[0]", "k.shape[2]", "?", "k.shape[1]"]
+
+
+@pytest.mark.parametrize(
+    "scores",
+    [
+        "torch.bmm(q, k.transpose(1, 2))",  # 3-D: a [q, k] mask is as common as [b, q, k]
+        "q * k",  # no product of queries and keys
+    ],
+)
+def test_a_term_added_to_other_tensors_shows_no_rank(scores: str) -> None:
+    source = f"""\
+        def f(q, k, mask):
+            B, L, D = q.shape
+            _, S, _ = k.shape
+            scores = {scores}
+            scores = scores + mask
+            return scores.softmax(dim=-1)
+        """
+    assert entry(source, "mask").rank is None
+    assert bound(source, "scores").rank == 3
+
+
+def test_one_choice_of_a_conditional_takes_the_others_rank_on_a_guess() -> None:
+    source = """\
+        def f(hidden_states, key_value_states, flag, other):
+            B, L, D = hidden_states.shape
+            current = key_value_states if key_value_states is not None else hidden_states
+            kv = key_value_states
+            either = other if flag else other.relu()  # neither side known: nothing
+            return current, kv, either
+        """
+    kv = bound(source, "kv")
+    assert kv.rank == 3
+    assert kv.guess == (
+        "`key_value_states` has 3 axes, as the other choice of its `… if … else …` does"
+    )
+    assert bound(source, "current").rank == 3
+    assert bound(source, "either").rank is None
+
+
 def test_findings_on_a_guessed_rank_say_what_they_assume() -> None:
     source = """\
         def f(q, k):
@@ -579,6 +676,30 @@ def _read_facts(source: str, function: str = "f") -> dict[str, list[Fact]]:
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             reads.setdefault(node.id, []).append(fact)
     return reads
+
+
+def test_a_test_for_none_needs_no_second_interpretation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``if attention_mask is not None`` reads the mask before the sum shows its rank, but
+    asks nothing of its shape: the function is interpreted once, and the mask there is
+    given the rank learned after."""
+    source = """\
+        def f(q, k, attention_mask):
+            scores = torch.matmul(q, k.transpose(2, 3))
+            if attention_mask is not None:
+                scores = scores + attention_mask
+            return scores.softmax(dim=-1)
+        """
+    runs: list[str] = []
+    interpret = Interpreter.run_function
+
+    def counted(self: Interpreter, node: FunctionNode, *args: object) -> Fact:
+        runs.append(node.name)
+        return interpret(self, node, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Interpreter, "run_function", counted)
+    masks = _read_facts(source)["attention_mask"]
+    assert runs == ["f"]
+    assert [mask.rank for mask in masks if isinstance(mask, TensorFact)] == [4, 4]
 
 
 def test_a_parameter_used_as_a_size_is_an_int() -> None:

@@ -12,7 +12,7 @@ import contextlib
 import functools
 import re
 from collections import Counter
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -99,6 +99,8 @@ from shapecheck.analysis.usage import (
     Evidence,
     ParameterUses,
     RankByUse,
+    addend_uses,
+    alternative_uses,
     decide,
     fixed,
     function_uses,
@@ -338,6 +340,9 @@ class Interpreter:
         self.followed: set[ast.arg] = set()
         """The parameters of the function interpreted whose rank is followed (``rank_of``):
         not those of a function it calls, nor of one that called it."""
+        self.tested: dict[str, list[ast.Name]] = {}
+        """Where each parameter of unknown rank was tested with ``is`` or ``in`` (``mask is
+        not None``), which asks nothing of its shape: given the rank learned later."""
         self.uses = ParameterUses()
         self.statement: ast.stmt | None = None
         self.call_sites: list[tuple[FunctionNode, dict[str, Fact] | None]] = []
@@ -531,6 +536,8 @@ class Interpreter:
         current = self.eval(target)
         other = self.eval(value)
         symbol = _ARITHMETIC.get(type(operator))
+        if symbol in ("+", "-") and self.context.shapes:
+            _, other = self._partners(target, current, value, other, addend_uses)
         result: Fact = UNKNOWN
         if symbol is not None:
             result = arithmetic(self, statement, symbol, current, other)
@@ -610,7 +617,25 @@ class Interpreter:
         What some branches bind and nothing bound before does not exist on the other paths:
         where the code reads it, it is what those branches bound. So with a function's local
         name (a mask flattened ``if attention_mask is not None``, read on that branch later), and
-        with an attribute of ``self`` (``if qkv_separate: self.q = nn.Linear(...)``)."""
+        with an attribute of ``self`` (``if qkv_separate: self.q = nn.Linear(...)``). A
+        parameter whose rank a use showed on some branches, held as passed in on the others,
+        keeps it (as where the function is read again with it known from the start)."""
+        joined = self._joined_environments(before, assigned, branches)
+        for key in self.passed:
+            versions = [branch.get(key) for branch in branches]
+            learned = {
+                id(fact): fact
+                for fact in versions
+                if isinstance(fact, TensorFact) and fact.shape is not None
+            }
+            if len(learned) == 1 and all(self.holds_passed(key, fact) for fact in versions):
+                # the tensor passed in, its rank shown on some paths: the same tensor on all
+                joined[key] = next(iter(learned.values()))
+        return joined
+
+    def _joined_environments(
+        self, before: dict[str, Fact], assigned: set[str], branches: list[dict[str, Fact]]
+    ) -> dict[str, Fact]:
         model = self.class_model
         stored = set().union(*(branch.keys() - before.keys() for branch in branches))
         if not stored:
@@ -921,12 +946,21 @@ class Interpreter:
                 return self._subscript(node)
             case ast.IfExp(test=test, body=body, orelse=orelse):
                 self.eval(test)
-                return join(self.eval(body), self.eval(orelse))
+                chosen, otherwise = self.eval(body), self.eval(orelse)
+                if self.context.shapes:
+                    chosen, otherwise = self._partners(
+                        body, chosen, orelse, otherwise, alternative_uses
+                    )
+                return join(chosen, otherwise)
             case ast.Compare(left=left, ops=operators, comparators=comparators):
+                if any(isinstance(op, _IDENTITY_TESTS) for op in operators):
+                    for operand in (left, *comparators):
+                        self._tested(operand)
+                    return UNKNOWN  # ``mask is not None``: a Python bool
                 facts = [self.eval(left), *(self.eval(c) for c in comparators)]
                 tensors = [fact for fact in facts if isinstance(fact, TensorFact)]
-                if not tensors or any(isinstance(op, _IDENTITY_TESTS) for op in operators):
-                    return UNKNOWN  # ``mask is not None``: a Python bool
+                if not tensors:
+                    return UNKNOWN
                 shape = tensors[0].shape
                 if all(tensor.shape is not None for tensor in tensors):
                     shape = functools.reduce(broadcast_shapes, (t.shape for t in tensors))
@@ -1013,6 +1047,18 @@ class Interpreter:
         if not known:
             return UNKNOWN
         return PrefixedSizes(prefix, tuple(items)) if prefix else TupleFact(tuple(items))
+
+    def _tested(self, node: ast.expr) -> None:
+        """An operand of ``is`` or ``in`` (``mask is not None``). A parameter of unknown rank
+        read there is not read for its shape: no reason to interpret the function again
+        once a later use shows its rank, which the name is given then (``_learned``)."""
+        fact = self.env.get(node.id) if isinstance(node, ast.Name) else None
+        if not (isinstance(node, ast.Name) and isinstance(fact, TensorFact)):
+            self.eval(node)
+        elif self.record:
+            self.facts[node] = fact
+            if fact.shape is None and self.holds_passed(node.id, fact):
+                self.tested.setdefault(node.id, []).append(node)
 
     def _name(self, name: str) -> Fact:
         if name in self.env:
@@ -1149,6 +1195,8 @@ class Interpreter:
                 return UNKNOWN
             return matrix_product(self, node, left_tensor, right_tensor, node.left, node.right)
         symbol = _ARITHMETIC.get(type(operator))
+        if symbol in ("+", "-") and self.context.shapes:
+            left, right = self._partners(node.left, left, node.right, right, addend_uses)
         sequences = (SizeFact, TupleFact)
         if symbol == "+" and isinstance(right, sequences):
             if isinstance(left, sequences):
@@ -1399,6 +1447,8 @@ class Interpreter:
             self.passed[key].append(learned)
             if tensor.shape is None and learned.shape is not None:
                 self.uses.learned(key, self.statement)
+                for tested in self.tested.pop(key, ()):
+                    self.facts[tested] = learned
         return learned
 
     def holds_passed(self, key: str, fact: Fact | None) -> bool:
@@ -1483,10 +1533,23 @@ class Interpreter:
     ) -> tuple[Fact, Fact]:
         """The factors of a matrix product, a factor of unknown rank taking the other's
         where that is a batch of matrices (see ``usage.partner_uses``)."""
-        shown = partner_uses(dotted_name(left_node), right)
+        return self._partners(left_node, left, right_node, right, partner_uses)
+
+    def _partners(
+        self,
+        left_node: ast.expr,
+        left: Fact,
+        right_node: ast.expr,
+        right: Fact,
+        uses: Callable[[str | None, Fact], Evidence | None],
+    ) -> tuple[Fact, Fact]:
+        """Two operands, each as what ``uses`` says its partner shows of its rank (the
+        factors of a product: ``usage.partner_uses``; a term added to attention scores:
+        ``usage.addend_uses``; the choices of ``a if c else b``: ``usage.alternative_uses``)."""
+        shown = uses(dotted_name(left_node), right)
         if shown is not None:
             left = self._shows(left_node, left, shown) or left
-        shown = partner_uses(dotted_name(right_node), left)
+        shown = uses(dotted_name(right_node), left)
         if shown is not None:
             right = self._shows(right_node, right, shown) or right
         return left, right

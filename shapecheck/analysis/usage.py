@@ -9,10 +9,12 @@ x.size(1) * x.size(2))``), an einsum equation or einops pattern without ``...``,
 tensor to a function of the module whose uses fix the rank of that parameter. Others bound it
 from below only: ``x.transpose(2, 3)``, ``x.size(3)``, ``x.shape[-3]``, ``x[:, :, 0]``. A use as
 a size (one of a view's several sizes, ``torch.zeros(n)``, an einops axis length) shows an int,
-which the parameter is from there on (a 0-d tensor would serve as one too). Two are guesses,
+which the parameter is from there on (a 0-d tensor would serve as one too). Four are guesses,
 which every finding resting on them states ("assuming ..."): a bound of :data:`LIKELY_FROM` axes
-or more is taken as the rank, and a factor of a matrix product takes the rank of the other where
-that is a batch of matrices (:func:`partner_uses`).
+or more is taken as the rank, a factor of a matrix product takes the rank of the other where
+that is a batch of matrices (:func:`partner_uses`), a term added to 4-D attention scores (a
+mask, a bias; SDPA's ``attn_mask``) takes theirs (:func:`addend_uses`), and one choice of a
+conditional expression takes the other's (:func:`alternative_uses`).
 
 The interpreter notes each such use of a parameter that still holds what was passed in (the
 very fact it started from, learned further: a name bound again, or a tensor changed in place,
@@ -206,6 +208,7 @@ SHOWING_FUNCTIONS = frozenset(
         "torch.permute",
         "torch.einsum",
         "torch.matmul",
+        "torch.nn.functional.scaled_dot_product_attention",
         "einops.einsum",
         "einops.rearrange",
         "einops.repeat",
@@ -270,6 +273,13 @@ def function_uses(
         yield from _equation(args[0][1], einsum_operands(args[1:]), letters=True)
     elif name == "einops.einsum" and args:
         yield from _equation(args[-1][1], args[:-1], letters=False)
+    elif name == "torch.nn.functional.scaled_dot_product_attention":
+        # the mask is added to the scores, which have the queries' rank (more axes raise)
+        query, mask = _passed(args, kwargs, 0, "query"), _passed(args, kwargs, 3, "attn_mask")
+        axes = query[0].rank if query is not None and isinstance(query[0], TensorFact) else None
+        added = _added_to_scores(dotted_name(mask[1]), axes) if mask is not None else None
+        if mask is not None and added is not None:
+            yield mask, added
     elif name in ("einops.rearrange", "einops.repeat", "einops.reduce"):
         tensor, pattern = _passed(args, kwargs, 0, "tensor"), _passed(args, kwargs, 1, "pattern")
         written = _string(pattern[1]) if pattern is not None else None
@@ -286,6 +296,37 @@ def partner_uses(name: str | None, partner: Fact) -> Evidence | None:
     if name is None or rank is None or rank < 3:
         return None
     guess = f"`{name}` has {rank} axes, as the other factor of its matrix product does"
+    return Evidence(rank, exact=True, guess=guess)
+
+
+def addend_uses(name: str | None, partner: Fact) -> Evidence | None:
+    """A term added to attention scores of :data:`LIKELY_FROM` axes or more (``scores +
+    attention_mask``, a position bias) has their rank, on a guess: it has at most theirs (more
+    would grow the scores past what the softmax and the values expect), and by convention
+    exactly (Hugging Face's masks are ``[batch, 1, q, k]``, its biases ``[1, heads, q, k]``);
+    a causal ``[q, k]`` broadcast over batch and heads is the exception a finding's "assuming"
+    names."""
+    rank = partner.rank if isinstance(partner, TensorFact) and partner.is_scores else None
+    return _added_to_scores(name, rank)
+
+
+def _added_to_scores(name: str | None, rank: int | None) -> Evidence | None:
+    """A mask or bias added to attention scores of ``rank`` axes has as many, on a guess
+    (:func:`addend_uses`)."""
+    if name is None or rank is None or rank < LIKELY_FROM:
+        return None
+    guess = f"`{name}` has {rank} axes, as the attention scores it is added to do"
+    return Evidence(rank, exact=True, guess=guess)
+
+
+def alternative_uses(name: str | None, other: Fact) -> Evidence | None:
+    """One choice of a conditional expression whose other choice is an activation (two axes
+    or more: ``key_value_states if is_cross_attention else hidden_states``) has its rank, on a
+    guess: the code after it uses either alike, as the same kind of tensor."""
+    rank = other.rank if isinstance(other, TensorFact) else None
+    if name is None or rank is None or rank < 2:
+        return None
+    guess = f"`{name}` has {rank} axes, as the other choice of its `… if … else …` does"
     return Evidence(rank, exact=True, guess=guess)
 
 

@@ -439,11 +439,13 @@ def _product_kept(shape: tuple[Dim, ...] | None, product: TensorFact) -> tuple[D
     its caller names or ``x.shape[1]``, and its bias table, as long as its own
     ``self.window_area``), PyTorch raises unless they are equal, so the product's size, the
     one the code goes on to name (``attn.view(-1, self.num_heads, N, N)``), stands for both.
-    Not a size 1 of the product: the other operand's grows it."""
+    Not a size 1 of the product: the other operand's grows it; nor an unknown one, where the
+    other's is known to relate to other sizes. An unnamed size of the other (a mask's own
+    ``mask.shape[1]``) says nothing of the product's: a mask's sizes are mostly 1."""
     if shape is None or product.shape is None or len(shape) != len(product.shape):
         return shape
     return tuple(
-        kept if not kept.has_unknown and kept.value != 1 else dim
+        dim if kept.value == 1 or (kept.has_unknown and not dim.unrelated) else kept
         for dim, kept in zip(shape, product.shape, strict=True)
     )
 
