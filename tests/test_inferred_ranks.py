@@ -440,24 +440,6 @@ def test_a_term_added_to_other_tensors_shows_no_rank(scores: str) -> None:
     assert bound(source, "scores").rank == 3
 
 
-def test_one_choice_of_a_conditional_takes_the_others_rank_on_a_guess() -> None:
-    source = """\
-        def f(hidden_states, key_value_states, flag, other):
-            B, L, D = hidden_states.shape
-            current = key_value_states if key_value_states is not None else hidden_states
-            kv = key_value_states
-            either = other if flag else other.relu()  # neither side known: nothing
-            return current, kv, either
-        """
-    kv = bound(source, "kv")
-    assert kv.rank == 3
-    assert kv.guess == (
-        "`key_value_states` has 3 axes, as the other choice of its `… if … else …` does"
-    )
-    assert bound(source, "current").rank == 3
-    assert bound(source, "either").rank is None
-
-
 def test_findings_on_a_guessed_rank_say_what_they_assume() -> None:
     source = """\
         def f(q, k):

@@ -100,7 +100,6 @@ from shapecheck.analysis.usage import (
     ParameterUses,
     RankByUse,
     addend_uses,
-    alternative_uses,
     decide,
     fixed,
     function_uses,
@@ -946,12 +945,7 @@ class Interpreter:
                 return self._subscript(node)
             case ast.IfExp(test=test, body=body, orelse=orelse):
                 self.eval(test)
-                chosen, otherwise = self.eval(body), self.eval(orelse)
-                if self.context.shapes:
-                    chosen, otherwise = self._partners(
-                        body, chosen, orelse, otherwise, alternative_uses
-                    )
-                return join(chosen, otherwise)
+                return join(self.eval(body), self.eval(orelse))
             case ast.Compare(left=left, ops=operators, comparators=comparators):
                 if any(isinstance(op, _IDENTITY_TESTS) for op in operators):
                     for operand in (left, *comparators):
@@ -1543,9 +1537,9 @@ class Interpreter:
         right: Fact,
         uses: Callable[[str | None, Fact], Evidence | None],
     ) -> tuple[Fact, Fact]:
-        """Two operands, each as what ``uses`` says its partner shows of its rank (the
-        factors of a product: ``usage.partner_uses``; a term added to attention scores:
-        ``usage.addend_uses``; the choices of ``a if c else b``: ``usage.alternative_uses``)."""
+        """The two operands of a binary op, each as what ``uses`` says its partner shows of
+        its rank (the factors of a product: ``usage.partner_uses``; a term added to
+        attention scores: ``usage.addend_uses``)."""
         shown = uses(dotted_name(left_node), right)
         if shown is not None:
             left = self._shows(left_node, left, shown) or left

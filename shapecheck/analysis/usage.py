@@ -9,12 +9,11 @@ x.size(1) * x.size(2))``), an einsum equation or einops pattern without ``...``,
 tensor to a function of the module whose uses fix the rank of that parameter. Others bound it
 from below only: ``x.transpose(2, 3)``, ``x.size(3)``, ``x.shape[-3]``, ``x[:, :, 0]``. A use as
 a size (one of a view's several sizes, ``torch.zeros(n)``, an einops axis length) shows an int,
-which the parameter is from there on (a 0-d tensor would serve as one too). Four are guesses,
+which the parameter is from there on (a 0-d tensor would serve as one too). Three are guesses,
 which every finding resting on them states ("assuming ..."): a bound of :data:`LIKELY_FROM` axes
 or more is taken as the rank, a factor of a matrix product takes the rank of the other where
-that is a batch of matrices (:func:`partner_uses`), a term added to 4-D attention scores (a
-mask, a bias; SDPA's ``attn_mask``) takes theirs (:func:`addend_uses`), and one choice of a
-conditional expression takes the other's (:func:`alternative_uses`).
+that is a batch of matrices (:func:`partner_uses`), and a term added to 4-D attention scores
+(a mask, a bias; SDPA's ``attn_mask``) takes theirs (:func:`addend_uses`).
 
 The interpreter notes each such use of a parameter that still holds what was passed in (the
 very fact it started from, learned further: a name bound again, or a tensor changed in place,
@@ -316,17 +315,6 @@ def _added_to_scores(name: str | None, rank: int | None) -> Evidence | None:
     if name is None or rank is None or rank < LIKELY_FROM:
         return None
     guess = f"`{name}` has {rank} axes, as the attention scores it is added to do"
-    return Evidence(rank, exact=True, guess=guess)
-
-
-def alternative_uses(name: str | None, other: Fact) -> Evidence | None:
-    """One choice of a conditional expression whose other choice is an activation (two axes
-    or more: ``key_value_states if is_cross_attention else hidden_states``) has its rank, on a
-    guess: the code after it uses either alike, as the same kind of tensor."""
-    rank = other.rank if isinstance(other, TensorFact) else None
-    if name is None or rank is None or rank < 2:
-        return None
-    guess = f"`{name}` has {rank} axes, as the other choice of its `… if … else …` does"
     return Evidence(rank, exact=True, guess=guess)
 
 
