@@ -1014,7 +1014,7 @@ class Interpreter:
             if isinstance(iterated, TupleFact) and iterated.items:
                 item = functools.reduce(join, iterated.items)
             else:
-                item = iterated.item if isinstance(iterated, RepeatedFact) else UNKNOWN
+                item = _alike_items(iterated) or UNKNOWN
             self._bind(clause.target, item)
             for condition in clause.ifs:
                 self.eval(condition)

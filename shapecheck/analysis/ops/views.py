@@ -632,21 +632,21 @@ def split(call: OpCall) -> Fact:
     fact, _ = sizes
     if isinstance(fact, TupleFact):
         return _split_sections(call, fact, axis)
-    receiver = call.receiver
-    if isinstance(fact, IntFact) and receiver.shape is not None and axis is not None:
-        position = receiver.normalise_axis(axis)
-        if position is not None:
-            count = receiver.shape[position].floordiv(fact.dim).value
-            pieces = _pieces(call, count if count is not None else 1, axis, fact.dim)
-            if count is None and isinstance(pieces, TupleFact):
-                return RepeatedFact(pieces.items[0])  # as many pieces as the code unpacks
-            return pieces
-    if isinstance(fact, IntFact):
-        # an axis or a length it cannot read (GPT-2's fused qkv of unknown rank, split along
-        # dim=2): pieces of the receiver's rank and values, as many as the code unpacks
-        pieces = _pieces(call, 1, None if receiver.shape is None else axis, fact.dim)
-        return RepeatedFact(pieces.items[0]) if isinstance(pieces, TupleFact) else pieces
-    return UNKNOWN
+    if not isinstance(fact, IntFact):
+        return UNKNOWN
+    shape = call.receiver.shape
+    if shape is None:
+        axis = None  # GPT-2's fused qkv of unknown rank, split along dim=2
+    position = call.receiver.normalise_axis(axis) if axis is not None else None
+    count = None
+    if shape is not None and position is not None:
+        count = shape[position].floordiv(fact.dim).value
+    pieces = _pieces(call, count if count is not None else 1, axis, fact.dim)
+    if count is None and isinstance(pieces, TupleFact):
+        # an axis or a length it cannot read: pieces of the receiver's rank and values, as
+        # many as the code unpacks
+        return RepeatedFact(pieces.items[0])
+    return pieces
 
 
 def _split_sections(call: OpCall, sections: TupleFact, axis: int | None) -> Fact:
