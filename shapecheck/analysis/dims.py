@@ -25,6 +25,7 @@ Three kinds of size, by what is known of how they compare with others:
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import dataclass, field, replace
@@ -93,6 +94,9 @@ class Dim:
     assumes: frozenset[Quotient] = field(default=frozenset(), compare=False)
 
     @staticmethod
+    @functools.lru_cache(
+        maxsize=1024
+    )  # one record per literal: every ``1``, ``-1``, ``2`` the code holds
     def constant(value: int) -> Dim:
         return Dim(value)
 
@@ -142,6 +146,8 @@ class Dim:
         return None if self.factors else self.coefficient
 
     def __mul__(self, other: Dim) -> Dim:
+        if other.coefficient == 1 and not other.factors and not other.assumes:
+            return self  # (a product starts from 1)
         coefficient = self.coefficient * other.coefficient
         factors = [*self.factors, *other.factors]
         assumes = set(self.assumes | other.assumes)

