@@ -2356,3 +2356,54 @@ def _split_message(source: str) -> str:
     result = lint_source(textwrap.dedent(source).encode(), "snippet.py", rules)
     [message] = [d.message for d in result.diagnostics if d.code == "SC102"]
     return message.split("laid out differently, so ", 1)[1]
+
+
+NANO_GPT = """\
+    import torch
+    import torch.nn as nn
+    from torch.nn import functional as F
+
+
+    class GPT(nn.Module):
+        def __init__(self, vocab, block_size, width):
+            super().__init__()
+            self.block_size = block_size
+            self.transformer = nn.ModuleDict(dict(
+                wte=nn.Embedding(vocab, width),
+                wpe=nn.Embedding(block_size, width),
+            ))
+            self.heads = nn.ModuleDict({"lm": nn.Linear(width, vocab)})
+
+        def forward(self, idx):
+            b, t = idx.size()
+            tok_emb = self.transformer.wte(idx)
+            last = tok_emb[:, [-1], :]
+            logits = self.heads["lm"](last)
+            return logits
+
+        def generate(self, idx, steps):
+            for _ in range(steps):
+                idx_cond = idx if idx.size(1) <= self.block_size else idx[:, -self.block_size:]
+                logits = self(idx_cond)
+                logits = logits[:, -1, :]
+                probs = F.softmax(logits, dim=-1)
+                idx_next = torch.multinomial(probs, num_samples=1)
+                idx = torch.cat((idx, idx_next), dim=1)
+            return idx
+"""
+
+
+def test_a_model_that_calls_itself_and_keeps_layers_by_name_is_known():
+    """nanoGPT: layers kept in an ``nn.ModuleDict`` of ``dict(...)`` or of a dict literal are
+    read back by attribute and by key, a list of integers indexes as an index tensor
+    (``x[:, [-1], :]`` keeps the axis, one long), ``self(x)`` runs the model's own
+    ``forward``, and a slice of a tensor of unknown rank has its rank (so ``forward``'s
+    ``b, t = idx.size()`` tells ``generate`` that ``idx`` has two axes)."""
+    forward = _shapes_in(NANO_GPT, "GPT.forward")
+    assert forward["tok_emb"] == "[idx.shape[0], idx.shape[1], width]"
+    assert forward["last"] == "[idx.shape[0], 1, width]"
+    assert forward["logits"] == "[idx.shape[0], 1, vocab]"
+    generate = _shapes_in(NANO_GPT, "GPT.generate")
+    assert generate["idx_cond"] == "[idx.shape[0], ?]"
+    assert generate["probs"] == "[idx.shape[0], vocab]"
+    assert generate["idx_next"] == "[idx.shape[0], 1]"

@@ -393,6 +393,19 @@ class FunctionRef(Fact):
 
 
 @dataclass(frozen=True)
+class NamedFacts(Fact):
+    """A dict of names to values (``dict(wte=..., h=...)``, ``{"wte": ...}``), read back by
+    name (``d["wte"]``); an ``nn.ModuleDict`` of them (``layers``) also as attributes
+    (nanoGPT's ``self.transformer.wte(idx)``)."""
+
+    items: tuple[tuple[str, Fact], ...]
+    layers: bool = False
+
+    def named(self, name: str) -> Fact:
+        return next((fact for key, fact in self.items if key == name), UNKNOWN)
+
+
+@dataclass(frozen=True)
 class Partial(Fact):
     """``functools.partial(function, *args, **kwargs)`` of a callable the analysis follows
     (x-transformers' ``LinearNoBias = partial(nn.Linear, bias=False)``): a call calls

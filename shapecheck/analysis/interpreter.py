@@ -44,6 +44,7 @@ from shapecheck.analysis.facts import (
     InstanceFact,
     IntFact,
     ModuleFact,
+    NamedFacts,
     NoneFact,
     Partial,
     PrefixedShape,
@@ -990,6 +991,9 @@ class Interpreter:
                 return UNKNOWN
             case ast.ListComp() | ast.SetComp() | ast.GeneratorExp():
                 return RepeatedFact(self._comprehension(node))
+            case ast.Dict(keys=keys, values=values) if all(_is_text(key) for key in keys):
+                names = [str(key.value) for key in keys if isinstance(key, ast.Constant)]
+                return NamedFacts(tuple(zip(names, map(self.eval, values), strict=True)))
         return UNKNOWN
 
     def _formatted(self, pieces: Sequence[ast.expr]) -> Fact:
@@ -1078,7 +1082,7 @@ class Interpreter:
             return FunctionRef(self.context.functions[name])
         if name in self.context.classes or name in self.context.class_names:
             return ClassRef(name)
-        if name in ("float", "int", "len", "getattr", "map"):
+        if name in ("float", "int", "len", "getattr", "map", "dict"):
             return QualifiedName(f"builtins.{name}")
         return Unknown("name", name)
 
@@ -1117,6 +1121,8 @@ class Interpreter:
             return UNKNOWN
         if isinstance(base, QualifiedName):
             return QualifiedName(canonical(f"{base.name}.{attribute}"))
+        if isinstance(base, NamedFacts) and base.layers:
+            return base.named(attribute)
         if isinstance(base, TupleFact) and len(base.items) == 2 and attribute in _RANKED:
             return base.items[_RANKED.index(attribute)]  # x.topk(k).indices
         if isinstance(base, ImportedName):
@@ -1329,6 +1335,9 @@ class Interpreter:
                 bounds[piece] = SliceBounds(*(self._bound(part) for part in parts))
             else:
                 indices[piece] = self.eval(piece)
+        key = node.slice
+        if isinstance(base, NamedFacts) and isinstance(key, ast.Constant) and _is_text(key):
+            return base.named(str(key.value))
         index = _single_index(node)
         if isinstance(base, SizeFact | TupleFact) and index is None:
             window = _literal_slice(node)
@@ -1675,6 +1684,8 @@ class Interpreter:
                     if isinstance(static, FunctionRef):
                         return self._inline(static, node, args, kwargs)
                 return self._method(node, func, receiver, args, kwargs)
+        elif self._calls_itself(func):
+            callee = InstanceFact(self.class_model.name) if self.class_model else UNKNOWN
         else:
             callee = self.eval(func)
         args, kwargs = self._arguments(node)
@@ -1684,6 +1695,19 @@ class Interpreter:
         if isinstance(callee, Choice):
             return self._chosen_call(callee, node, func, args, kwargs)
         return self._called(callee, node, func, args, kwargs)
+
+    def _calls_itself(self, func: ast.expr) -> bool:
+        """``self(x)`` in a method of a layer: its own ``forward`` (nanoGPT's ``generate``
+        calls ``self(idx_cond)``)."""
+        return (
+            isinstance(func, ast.Name)
+            and func.id == "self"
+            and "self" not in self.env
+            and self.class_model is not None
+            and "forward" in self.class_model.methods
+            and self.function is not None
+            and self.function.name != "forward"
+        )
 
     def _chosen_call(
         self,
@@ -2033,6 +2057,8 @@ class Interpreter:
             return number if isinstance(number, ScalarFact) else ScalarFact(scale=scale_of(number))
         if name.startswith(_SCALAR_FUNCTIONS):
             return ScalarFact()
+        if name == "builtins.dict" and not args and len(kwargs) == len(node.keywords):
+            return NamedFacts(tuple((key, fact) for key, (fact, _) in kwargs.items()))
         if name == "builtins.map" and len(args) == 2:
             return self._mapped(args[0], args[1][0])
         if name == "builtins.getattr" and len(args) == 3:
@@ -2807,6 +2833,11 @@ def _dropped_tail(node: ast.Subscript) -> int | None:
     return -upper if upper is not None and upper < 0 else None
 
 
+def _is_text(node: ast.expr | None) -> bool:
+    """A string literal (a dict's key); ``None`` is a ``**`` splat's."""
+    return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+
 def _subscript_pieces(node: ast.Subscript) -> list[ast.expr]:
     """What ``x[a, b:c]`` indexes with, one entry per comma-separated piece."""
     pieces = node.slice
@@ -2917,14 +2948,14 @@ def _index_tensor(
     axes, which it consumes, one axis as long as its count of True (see :func:`_picked`).
     """
     unknown = flow(tensor, Family.VIEW, shape=None, layout=None, origin=node)
-    if tensor.shape is None:
-        return unknown
     pieces = _subscript_pieces(node)
+    if tensor.shape is None:
+        if all(isinstance(piece, ast.Slice) for piece in pieces):  # ``idx[:, -n:]``
+            return replaced(unknown, rank_of=tensor.rank_of)  # as many axes as it has
+        return unknown
     if sum(_is_ellipsis(piece) for piece in pieces) > 1:
         return unknown  # Python raises
-    tensors = {
-        piece: index for piece in pieces if isinstance(index := indices.get(piece), TensorFact)
-    }
+    tensors = {piece: index for piece in pieces if (index := _index_of(piece, indices.get(piece)))}
     advanced = {piece: picked for piece, index in tensors.items() if (picked := _picked(index))}
     if len(advanced) != len(tensors):
         return unknown  # an index tensor whose rank or kind it cannot tell
@@ -2996,6 +3027,17 @@ def _index_tensor(
         layout = Layout(tuple(order)).renumbered(old_order.reordered_by)
     table = tensor.table.moved(landed, len(tensor.shape), len(shape)) if tensor.table else None
     return flow(tensor, Family.VIEW, shape=tuple(shape), layout=layout, origin=node, table=table)
+
+
+def _index_of(piece: ast.expr, fact: Fact | None) -> TensorFact | None:
+    """The index tensor a piece of a subscript is: a tensor, or a list of integers, which
+    PyTorch reads as one (``x[:, [-1], :]`` keeps the axis, one long)."""
+    if isinstance(fact, TensorFact):
+        return fact
+    integers = isinstance(fact, TupleFact) and all(isinstance(i, IntFact) for i in fact.items)
+    if isinstance(piece, ast.List) and isinstance(fact, TupleFact) and integers:
+        return TensorFact((Dim.constant(len(fact.items)),), dtype="int64", origin=piece)
+    return None
 
 
 def _picked(index: TensorFact) -> tuple[int, tuple[Dim, ...]] | None:

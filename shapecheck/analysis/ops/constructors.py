@@ -16,6 +16,7 @@ from shapecheck.analysis.facts import (
     InstanceFact,
     IntFact,
     ModuleFact,
+    NamedFacts,
     Positions,
     QualifiedName,
     RepeatedFact,
@@ -171,6 +172,15 @@ def module_list(call: OpCall) -> Fact:
     modules = call.get(0, "modules")
     if modules is not None and isinstance(modules[0], TupleFact | RepeatedFact):
         return modules[0]
+    return UNKNOWN
+
+
+@function_op("torch.nn.ModuleDict")
+def module_dict(call: OpCall) -> Fact:
+    """The modules by name (``self.transformer.wte`` finds the layer)."""
+    modules = call.get(0, "modules")
+    if modules is not None and isinstance(modules[0], NamedFacts):
+        return replace(modules[0], layers=True)
     return UNKNOWN
 
 
