@@ -11,6 +11,7 @@ import ast
 import contextlib
 import functools
 import re
+import weakref
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -2751,9 +2752,23 @@ class Parameter:
         return self.node.arg
 
 
-@functools.lru_cache(maxsize=4096)  # asked at each call of a function and each reading of it
+_PARAMETERS: weakref.WeakKeyDictionary[FunctionNode, tuple[Parameter, ...]] = (
+    weakref.WeakKeyDictionary()
+)
+"""What :func:`parameters` listed, asked at each call of a function and each reading of it;
+for as long as the function's tree lives (a cache that held the trees kept every checked
+file's alive: twice the memory on timm)."""
+
+
 def parameters(function: FunctionNode) -> tuple[Parameter, ...]:
     """Positional, then keyword-only, then ``*args`` and ``**kwargs`` parameters."""
+    listed = _PARAMETERS.get(function)
+    if listed is None:
+        listed = _PARAMETERS[function] = _listed_parameters(function)
+    return listed
+
+
+def _listed_parameters(function: FunctionNode) -> tuple[Parameter, ...]:
     arguments = function.args
     positional = [*arguments.posonlyargs, *arguments.args]
     defaults: list[ast.expr | None] = [None] * (len(positional) - len(arguments.defaults))
