@@ -280,13 +280,19 @@ def test_leading_sizes_are_named_before_the_rank_is_known() -> None:
         ("n, d = x.shape[2:]", ["x.shape[0]", "x.shape[1]", "n", "d"]),
         ("n, d = x.shape[-2:]", None),  # the last two of any number of axes
         ("n, *rest = x.shape[1:]", None),
+        ("b, n = x.shape[:-1]", ["b", "n", "x.shape[2]"]),
+        ("b, n = x.size()[:-2]", ["b", "n", "x.shape[2]", "x.shape[3]"]),
+        ("n, d = x.shape[1:-1]", ["x.shape[0]", "n", "d", "x.shape[3]"]),
+        ("b, n = x.shape[:2]", None),  # the first two of any number of axes
+        ("b, n = x.shape[1:0]", None),
     ],
 )
-def test_unpacking_the_sizes_after_the_first_fixes_the_rank(
+def test_unpacking_a_slice_of_the_shape_fixes_the_rank(
     unpacking: str, expected: list[str] | None
 ) -> None:
-    """x-transformers' ``prepend_seq, prepend_dim = prepend_embeds.shape[1:]``: Python
-    raises unless the slice holds as many sizes as names."""
+    """x-transformers' ``prepend_seq, prepend_dim = prepend_embeds.shape[1:]``, Moonshine's
+    ``bsz, q_len = hidden_states.shape[:-1]``: Python raises unless the slice holds as many
+    sizes as names."""
     source = f"""\
         def f(x):
             first = x.relu()
