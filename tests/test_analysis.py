@@ -1597,6 +1597,45 @@ def test_a_size_callers_disagree_on_is_what_the_view_leaves(
     assert findings(source) == found
 
 
+@pytest.mark.parametrize(
+    ("split", "found"),
+    [
+        ("view(batch_size, self.num_heads, seq_len, self.head_dim)", [(14, "SC102")]),
+        ("view(batch_size, seq_len, self.num_heads, self.head_dim).transpose(1, 2)", []),
+    ],
+)
+def test_a_split_of_sizes_unrelated_to_its_tensors_is_read_from_the_last_axis(
+    split: str, found: list[tuple[int, str]]
+) -> None:
+    """Mask2Former's ``_shape(tensor, seq_len, batch_size)``, handed the queries' batch with
+    the keys of another tensor: the helper's sizes are of unknown relation to its tensor's
+    axes, but splitting the features into heads written before another axis moves it."""
+    source = f"""\
+        import torch
+        import torch.nn as nn
+
+
+        class Attention(nn.Module):
+            def __init__(self, hidden_size, num_heads):
+                super().__init__()
+                assert hidden_size % num_heads == 0
+                self.num_heads = num_heads
+                self.head_dim = hidden_size // num_heads
+                self.proj = nn.Linear(hidden_size, hidden_size)
+
+            def _shape(self, tensor, seq_len, batch_size):
+                return tensor.{split}
+
+            def forward(self, hidden_states, key_value_states):
+                batch_size, length, _ = hidden_states.size()
+                _, keys, _ = key_value_states.size()
+                q = self._shape(self.proj(hidden_states), length, batch_size)
+                k = self._shape(self.proj(key_value_states), -1, batch_size)
+                return q, k
+        """
+    assert findings(source) == found
+
+
 _WINDOWS = """\
     import torch.nn as nn
     import torch.nn.functional as F
