@@ -1201,6 +1201,37 @@ def test_an_attribute_is_one_size_in_the_methods_that_leave_it_alone() -> None:
     assert heads["forward"] == heads["same"] != heads["other"]
 
 
+def test_a_tensor_the_constructor_stores_is_sized_in_the_attributes_names() -> None:
+    """LayoutLMv2's ``q_bias``, ``[1, 1, self.all_head_size]``: as wide as the layers built
+    from the same sizes, which the attributes name (one symbol, not one per reading)."""
+    source = textwrap.dedent(
+        """\
+        import torch
+        from torch import nn
+
+        class M(nn.Module):
+            def __init__(self, hidden_size, num_heads):
+                super().__init__()
+                self.num_heads = num_heads
+                self.head_size = hidden_size // num_heads
+                self.all_head_size = self.num_heads * self.head_size
+                self.query = nn.Linear(hidden_size, self.all_head_size)
+                self.q_bias = nn.Parameter(torch.zeros(1, 1, self.all_head_size))
+
+            def forward(self, x):
+                q = self.query(x)
+                bias = self.q_bias
+                return q
+        """
+    )
+    [forward] = [f for f in analyse(ast.parse(source), source).functions if f.name == "M.forward"]
+    facts = {name: fact for _, name, fact in forward.bindings}
+    query, bias = facts["q"], facts["bias"]
+    assert isinstance(query, TensorFact) and isinstance(bias, TensorFact)
+    assert bias.shape is not None
+    assert query.last_dim == bias.shape[-1]
+
+
 # --- timm's attention layers ----------------------------------------------------------------
 
 TIMM_ATTENTION = """\
