@@ -1201,6 +1201,37 @@ def test_an_attribute_is_one_size_in_the_methods_that_leave_it_alone() -> None:
     assert heads["forward"] == heads["same"] != heads["other"]
 
 
+def test_a_tensor_the_constructor_stores_is_sized_in_the_attributes_names() -> None:
+    """LayoutLMv2's ``q_bias``, ``[1, 1, self.all_head_size]``: as wide as the layers built
+    from the same sizes, which the attributes name (one symbol, not one per reading)."""
+    source = textwrap.dedent(
+        """\
+        import torch
+        from torch import nn
+
+        class M(nn.Module):
+            def __init__(self, hidden_size, num_heads):
+                super().__init__()
+                self.num_heads = num_heads
+                self.head_size = hidden_size // num_heads
+                self.all_head_size = self.num_heads * self.head_size
+                self.query = nn.Linear(hidden_size, self.all_head_size)
+                self.q_bias = nn.Parameter(torch.zeros(1, 1, self.all_head_size))
+
+            def forward(self, x):
+                q = self.query(x)
+                bias = self.q_bias
+                return q
+        """
+    )
+    [forward] = [f for f in analyse(ast.parse(source), source).functions if f.name == "M.forward"]
+    facts = {name: fact for _, name, fact in forward.bindings}
+    query, bias = facts["q"], facts["bias"]
+    assert isinstance(query, TensorFact) and isinstance(bias, TensorFact)
+    assert bias.shape is not None
+    assert query.last_dim == bias.shape[-1]
+
+
 # --- timm's attention layers ----------------------------------------------------------------
 
 TIMM_ATTENTION = """\
@@ -1592,6 +1623,45 @@ def test_a_size_callers_disagree_on_is_what_the_view_leaves(
                 batch_size, length, _ = hidden_states.size()
                 q = self._shape(self.proj(hidden_states), length, batch_size)
                 k = self._shape(self.proj(hidden_states), -1, batch_size)
+                return q, k
+        """
+    assert findings(source) == found
+
+
+@pytest.mark.parametrize(
+    ("split", "found"),
+    [
+        ("view(batch_size, self.num_heads, seq_len, self.head_dim)", [(14, "SC102")]),
+        ("view(batch_size, seq_len, self.num_heads, self.head_dim).transpose(1, 2)", []),
+    ],
+)
+def test_a_split_of_sizes_unrelated_to_its_tensors_is_read_from_the_last_axis(
+    split: str, found: list[tuple[int, str]]
+) -> None:
+    """Mask2Former's ``_shape(tensor, seq_len, batch_size)``, handed the queries' batch with
+    the keys of another tensor: the helper's sizes are of unknown relation to its tensor's
+    axes, but splitting the features into heads written before another axis moves it."""
+    source = f"""\
+        import torch
+        import torch.nn as nn
+
+
+        class Attention(nn.Module):
+            def __init__(self, hidden_size, num_heads):
+                super().__init__()
+                assert hidden_size % num_heads == 0
+                self.num_heads = num_heads
+                self.head_dim = hidden_size // num_heads
+                self.proj = nn.Linear(hidden_size, hidden_size)
+
+            def _shape(self, tensor, seq_len, batch_size):
+                return tensor.{split}
+
+            def forward(self, hidden_states, key_value_states):
+                batch_size, length, _ = hidden_states.size()
+                _, keys, _ = key_value_states.size()
+                q = self._shape(self.proj(hidden_states), length, batch_size)
+                k = self._shape(self.proj(key_value_states), -1, batch_size)
                 return q, k
         """
     assert findings(source) == found

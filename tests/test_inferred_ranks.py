@@ -262,6 +262,55 @@ def test_a_linear_layer_shows_the_width_of_its_input() -> None:
     assert str(bound(source, "after", "g").known_last) == "5"
 
 
+def test_unpacking_the_shape_of_what_a_layer_made_fixes_the_rank_of_its_input() -> None:
+    """Mllama's ``batch_size, q_seq_len, _ = query.shape`` after ``query =
+    self.q_proj(hidden_states)``: a linear layer keeps the rank, so ``hidden_states`` is 3-D,
+    and the keys made from it have its batch and length (a head split that writes the heads
+    before them moves the length)."""
+    source = """\
+        class A(nn.Module):
+            def __init__(self, dim, heads):
+                super().__init__()
+                self.heads = heads
+                self.q = nn.Linear(dim, dim)
+                self.k = nn.Linear(dim, dim)
+
+            def forward(self, x):
+                query = self.q(x)
+                key = self.k(x)
+                batch, length, _ = query.shape
+                _, keys, _ = key.shape
+                return key.view(batch, self.heads, keys, -1)
+        """
+    assert shape(entry(source, "x", "forward")) == ["x.shape[0]", "x.shape[1]", "dim"]
+    assert [(line, code) for line, code, _ in findings(source)] == [(13, "SC102")]
+
+
+@pytest.mark.parametrize(
+    ("asserted", "expected"),
+    [
+        ("query.size() == key.size()", ["batch", "length", "heads", "size"]),
+        ("key.shape == query.shape", ["batch", "length", "heads", "size"]),
+        ("query.size() != key.size()", None),
+        ("query.size(0) == key.size(0)", None),
+    ],
+)
+def test_an_asserted_equal_shape_is_the_shape(asserted: str, expected: list[str] | None) -> None:
+    """Longformer's ``assert query.size() == key.size()``: past it, the keys have the
+    queries' sizes (and folding them into the batch without moving the heads is a split's
+    bug)."""
+    source = f"""\
+        def f(query, key):
+            batch, length, heads, size = query.size()
+            assert {asserted}
+            after = key
+            return key.reshape(batch * heads, length, size)
+        """
+    assert shape(bound(source, "after")) == expected
+    found = [(line, code) for line, code, _ in findings(source)]
+    assert found == ([(5, "SC102")] if expected else [])
+
+
 def test_leading_sizes_are_named_before_the_rank_is_known() -> None:
     source = """\
         def f(x, y):
@@ -280,13 +329,19 @@ def test_leading_sizes_are_named_before_the_rank_is_known() -> None:
         ("n, d = x.shape[2:]", ["x.shape[0]", "x.shape[1]", "n", "d"]),
         ("n, d = x.shape[-2:]", None),  # the last two of any number of axes
         ("n, *rest = x.shape[1:]", None),
+        ("b, n = x.shape[:-1]", ["b", "n", "x.shape[2]"]),
+        ("b, n = x.size()[:-2]", ["b", "n", "x.shape[2]", "x.shape[3]"]),
+        ("n, d = x.shape[1:-1]", ["x.shape[0]", "n", "d", "x.shape[3]"]),
+        ("b, n = x.shape[:2]", None),  # the first two of any number of axes
+        ("b, n = x.shape[1:0]", None),
     ],
 )
-def test_unpacking_the_sizes_after_the_first_fixes_the_rank(
+def test_unpacking_a_slice_of_the_shape_fixes_the_rank(
     unpacking: str, expected: list[str] | None
 ) -> None:
-    """x-transformers' ``prepend_seq, prepend_dim = prepend_embeds.shape[1:]``: Python
-    raises unless the slice holds as many sizes as names."""
+    """x-transformers' ``prepend_seq, prepend_dim = prepend_embeds.shape[1:]``, Moonshine's
+    ``bsz, q_len = hidden_states.shape[:-1]``: Python raises unless the slice holds as many
+    sizes as names."""
     source = f"""\
         def f(x):
             first = x.relu()

@@ -502,6 +502,7 @@ class Interpreter:
             case ast.Assert(test=test):
                 self.eval(test)
                 self._narrowed(rank_tests(test)[0])
+                self._asserted_alike(test)
                 self.observe(DivisibilityCheck(_names_in(test)))
             case ast.ClassDef(name=class_name):
                 self._forget_name(class_name)  # its body is analysed as methods
@@ -583,6 +584,34 @@ class Interpreter:
                 shaped = self._shaped(key, fact, RankByUse(rank))
                 self.env[key] = narrowed[key] = replace(shaped, rank_of=None)
         return narrowed
+
+    def _asserted_alike(self, test: ast.expr) -> None:
+        """``assert query.size() == key.size()`` (Longformer's sliding-window scores): past
+        it, a tensor of unknown rank has the other's shape."""
+        if not isinstance(test, ast.Compare) or [type(op) for op in test.ops] != [ast.Eq]:
+            return
+        sides = [_shape_receiver(side) for side in (test.left, *test.comparators)]
+        keys = [dotted_name(side) if side is not None else None for side in sides]
+        facts = [self.env.get(key) if key is not None else None for key in keys]
+        for key, fact, other in ((keys[0], facts[0], facts[1]), (keys[1], facts[1], facts[0])):
+            if (
+                key is not None
+                and isinstance(fact, TensorFact)
+                and fact.shape is None
+                and isinstance(other, TensorFact)
+                and other.shape is not None
+            ):
+                layout = fact.layout.materialise(len(other.shape)) if fact.layout else None
+                alike = replace(
+                    fact,
+                    shape=other.shape,
+                    layout=layout,
+                    unknown_rank=None,
+                    rank_of=None,
+                    known_last=None,
+                    prefixed=None,
+                )
+                self._learned(key, fact, alike)
 
     def _loop(self, statement: ast.For | ast.AsyncFor | ast.While) -> None:
         if isinstance(statement, ast.While):
@@ -755,8 +784,8 @@ class Interpreter:
         if key is None or not isinstance(tensor, TensorFact):
             return False
         shown = unpacking_uses(target, value)
-        if shown is not None and self.holds_passed(key, tensor):
-            self.uses.note(key, shown[1])
+        if shown is not None:  # the rank of ``key``, and of the parameter whose rank it has
+            self._shows(receiver, tensor, shown[1], learn=False)
         shape = self._named_sizes(receiver, key, tensor, elements).shape
         if shape is None or len(shape) != len(elements):
             return False

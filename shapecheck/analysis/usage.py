@@ -366,17 +366,30 @@ def unpacking_uses(target: ast.expr, value: ast.expr) -> tuple[ast.expr, Evidenc
 def _tail_unpacking(
     names: list[ast.expr], value: ast.Subscript
 ) -> tuple[ast.expr, Evidence] | None:
-    """``S, D = x.shape[1:]``: as many axes as the names and the ones the slice skips
-    (Python raises otherwise), the names naming the last."""
+    """``S, D = x.shape[1:]`` or ``B, L = x.shape[:-1]``: as many axes as the names and the
+    ones the slice skips at either end (Python raises otherwise), the names naming those in
+    between."""
     window = value.slice
     owner = shape_owner(value.value)
-    if owner is None or not isinstance(window, ast.Slice) or window.upper or window.step:
+    if owner is None or not isinstance(window, ast.Slice) or window.step:
         return None
-    skipped = window.lower
-    if not (isinstance(skipped, ast.Constant) and type(skipped.value) is int and skipped.value > 0):
-        return None
-    rank = skipped.value + len(names)
-    return owner, fixed(rank, (None,) * skipped.value + tuple(map(size_name, names)))
+    front = _literal_bound(window.lower) if window.lower else 0
+    stop = _literal_bound(window.upper) if window.upper else None
+    if front is None or front < 0 or (window.upper and (stop is None or stop >= 0)):
+        return None  # (a stop counted from the front: ``x.shape[:2]`` has at least two axes)
+    back = -stop if stop is not None else 0
+    rank = front + len(names) + back
+    return owner, fixed(rank, (None,) * front + tuple(map(size_name, names)) + (None,) * back)
+
+
+def _literal_bound(node: ast.expr) -> int | None:
+    """A slice bound written as an integer literal, ``-1`` included."""
+    sign = 1
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        sign, node = -1, node.operand
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return sign * node.value
+    return None
 
 
 def rank_tests(test: ast.expr) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
@@ -519,12 +532,8 @@ def _piece(piece: ast.expr) -> str:
         return ":"
     if isinstance(piece, ast.Constant) and (piece.value is None or piece.value is Ellipsis):
         return "..." if piece.value is Ellipsis else "None"
-    sign = 1
-    if isinstance(piece, ast.UnaryOp) and isinstance(piece.op, ast.USub):
-        sign, piece = -1, piece.operand
-    if isinstance(piece, ast.Constant) and type(piece.value) is int:
-        return str(sign * piece.value)
-    return "…"
+    value = _literal_bound(piece)
+    return str(value) if value is not None else "…"
 
 
 def _string(node: ast.expr) -> str | None:

@@ -123,6 +123,18 @@ def _view_like(call: OpCall, sizes: list[Dim | None] | None, *, copies: bool) ->
     elif receiver.shape is not None and isinstance(call.node, ast.Call):
         counted = _counted(receiver.shape, shape)
         moved = reinterpreted_axis(counted, shape)
+        # a split whose sizes are of unknown relation to the tensor's (a helper's
+        # ``batch_size`` and ``seq_len``): where the last axis is cut into a whole number of
+        # heads, it may show them written before another axis, as the width of a tensor of
+        # unknown rank does (a spatial axis or a block is no such width)
+        width = receiver.shape[-1] if receiver.shape else None
+        if (
+            moved is None
+            and width is not None
+            and len(receiver.shape) < len(shape)
+            and not width.floordiv(shape[-1]).quotients
+        ):
+            moved = heads_split_apart(width, shape)
         # Transformer-XL's relative shift exchanges the last two sizes of its scores on
         # purpose: on the way back, sizes a view of values of unknown shape chose; either
         # way, lengths read off the scores, named by no code (counted: a padded length the
