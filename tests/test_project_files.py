@@ -684,47 +684,6 @@ def test_a_class_derived_from_another_files_class_inherits_its_layers_and_method
     assert findings(folder / "derived.py") == {(9, "SC301"), (10, "SC103")}
 
 
-def test_a_class_derived_from_a_class_of_another_folder_inherits_its_layers(
-    tmp_path: Path,
-) -> None:
-    """Transformers' modular files derive from other models' classes, in their folders
-    (``from ..janus.modeling_janus import JanusVisionAttention``): the layers the base's
-    ``__init__`` built are the derived class's."""
-    base = """\
-        import torch.nn as nn
-
-
-        class Attention(nn.Module):
-            def __init__(self, dim, heads):
-                super().__init__()
-                self.heads = heads
-                self.q_proj = nn.Linear(dim, dim)
-        """
-    derived = """\
-        import torch
-
-        from ..base.modeling_base import Attention
-
-
-        class Derived(Attention):
-            def forward(self, x):
-                b, n, _ = x.shape
-                return self.q_proj(x).view(b, self.heads, n, -1)
-        """
-    write(
-        tmp_path,
-        {
-            "models/__init__.py": "",
-            "models/base/__init__.py": "",
-            "models/base/modeling_base.py": base,
-            "models/derived/__init__.py": "",
-            "models/derived/modular_derived.py": derived,
-        },
-    )
-    # the heads written before the positions, from the width the base's layer gives
-    assert findings(tmp_path / "models/derived/modular_derived.py") == {(9, "SC102")}
-
-
 def test_an_inherited_method_calling_a_layer_the_derived_class_replaced_is_no_crash(
     tmp_path: Path,
 ) -> None:

@@ -462,9 +462,16 @@ class ProjectScope:
         return self._dotted[dotted]
 
     def base_class(self, written: str) -> ClassModel | None:
-        """The model of a class of another module that a class of this module derives from
-        (``class Unscaled(Attention)``; transformers' modular files derive from other models'
-        classes, in their folders): its methods are followed in its file."""
+        """The model of a class of another module of this file's folder that a class of this
+        module derives from (``class Unscaled(Attention)``): its methods are followed in its
+        file."""
+        binding = self.syntax.bindings.get(written)
+        if binding is None or self.path is None:
+            return None
+        module = find_module(self.path, binding.module, binding.level)
+        if module is None or os.path.dirname(module.path) != os.path.dirname(self.path):
+            return None  # a base in another folder (transformers' modular files derive from
+            # other models' classes, each a large file to parse): a package's own bases only
         located = self._located_name(written)
         if located is None or not isinstance(located.definition, ast.ClassDef):
             return None
