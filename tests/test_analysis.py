@@ -2356,3 +2356,30 @@ def _split_message(source: str) -> str:
     result = lint_source(textwrap.dedent(source).encode(), "snippet.py", rules)
     [message] = [d.message for d in result.diagnostics if d.code == "SC102"]
     return message.split("laid out differently, so ", 1)[1]
+
+
+def test_an_attribute_copied_from_a_size_is_that_size_in_the_layers_tensors() -> None:
+    """``self.num_heads = config.num_attention_heads`` after ``config.num_attention_heads``
+    sized ``self.head_size``: one size, also in the parameter ``__init__`` makes of it, so a
+    bias per head keeps the queries' heads (wav2vec2-BERT's ``pos_bias_u``)."""
+    source = """\
+        import torch
+        import torch.nn as nn
+
+
+        class Attention(nn.Module):
+            def __init__(self, config):
+                super().__init__()
+                self.head_size = config.hidden_size // config.num_attention_heads
+                self.num_heads = config.num_attention_heads
+                self.query = nn.Linear(config.hidden_size, config.hidden_size)
+                self.pos_bias = nn.Parameter(torch.zeros(self.num_heads, self.head_size))
+
+            def forward(self, x):
+                b, n, _ = x.shape
+                q = self.query(x).view(b, n, -1, self.head_size).transpose(1, 2)
+                biased = q + self.pos_bias[None, :, None, :]
+                return biased
+        """
+    shapes = _shapes_in(source, "Attention.forward")
+    assert shapes["q"] == shapes["biased"] == "[b, self.num_heads, n, self.head_size]"

@@ -564,9 +564,13 @@ def fresh_shape(rank: int) -> tuple[Dim, ...]:
 
 def sizes_substituted(fact: Fact, mapping: dict[Symbol, Dim]) -> Fact:
     """``fact`` with the sizes it holds renamed by ``mapping``: a size, a scale's base, a
-    layer's sizes (its layers' too, in an ``nn.Sequential``); any other fact as it is."""
+    layer's sizes (its layers' too, in an ``nn.Sequential``), a tensor's shape (a parameter
+    ``__init__`` made, ``nn.Parameter(torch.zeros(self.num_heads, self.head_size))``); any
+    other fact as it is."""
     if isinstance(fact, IntFact):
         return IntFact(substitute(fact.dim, mapping))
+    if isinstance(fact, TensorFact) and fact.shape is not None:
+        return replace(fact, shape=tuple(substitute(dim, mapping) for dim in fact.shape))
     if isinstance(fact, ScalarFact) and fact.scale is not None:
         return replace(fact, scale=replace(fact.scale, base=substitute(fact.scale.base, mapping)))
     if isinstance(fact, ModuleFact):

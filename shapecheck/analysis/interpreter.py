@@ -396,7 +396,11 @@ class Interpreter:
         if key not in self.symbols:
             attribute = key.removeprefix("self.")
             model = self.class_model
-            if model is None or attribute == key or key in self.assigned:
+            source = self.copied.get(key)
+            if source in self.symbols and source not in self.assigned:
+                # self.num_heads = config.num_attention_heads, that already a size: one size
+                self.symbols[key] = self.symbols[source]
+            elif model is None or attribute == key or key in self.assigned:
                 self.symbols[key] = Dim.symbol(key)
             elif "." in attribute:  # ``self.config.n_head``: what ``__init__`` read of it
                 self.symbols[key] = model.held_sizes.get(attribute) or Dim.symbol(key)
@@ -524,6 +528,8 @@ class Interpreter:
             key = dotted_name(target)
             if isinstance(fact, Unknown) and source is not None and key is not None:
                 self.copied[key] = source
+            elif key is not None:
+                self.copied.pop(key, None)  # bound again: no longer a copy
 
     def _augmented(
         self,
