@@ -406,6 +406,10 @@ class InstanceFact(Fact):
     """An instance of a class defined in the analysed module (calling it runs ``forward``)."""
 
     name: str
+    own: bool = False
+    """``self`` handed on by a method of the class (``eager_attention_forward(self, q, k,
+    v)``): its sizes are the very sizes that method reads (``self.num_heads``), not those of
+    some instance (``attn.heads`` of an ``attn: Attention``)."""
 
 
 CALLABLES = (QualifiedName, FunctionRef, ModuleFact, Choice, Partial, ClassRef, InstanceFact)

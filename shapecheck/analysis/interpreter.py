@@ -313,7 +313,10 @@ class Interpreter:
         self.facts: dict[ast.AST, Fact] = {}
         self.observations: list[Observation] = []
         self.symbols: dict[str, Dim] = {}
-        self.returns: list[Fact] = []
+        self.returns: list[tuple[Fact, Mapping[Dim, int]]] = []
+        """What each ``return`` returned, with the sizes its branch tests pin (``n_rep == 1``)."""
+        self.pinned: dict[Dim, int] = {}
+        """The sizes the enclosing branches' tests pin to a number (``if n_rep == 1:``)."""
         self.copied: dict[str, str] = {}
         """``target -> source`` for assignments of an unknown name (``self.h = h``)."""
         self.bindings: list[tuple[ast.AST, str, Fact]] = []
@@ -442,9 +445,12 @@ class Interpreter:
         self.run_block(node.body)
         if not self.returns:
             return UNKNOWN
-        result = self.returns[0]
-        for other in self.returns[1:]:
-            result = join(result, other)
+        result, pinned = self.returns[0]
+        for other, other_pinned in self.returns[1:]:
+            result = join(*_reconciled(result, pinned, other, other_pinned))
+            pinned = {
+                size: number for size, number in pinned.items() if other_pinned.get(size) == number
+            }
         return result
 
     def run_block(self, statements: Sequence[ast.stmt]) -> bool:
@@ -479,7 +485,7 @@ class Interpreter:
                     self._check_annotation(
                         value, returned, self.return_spec, self.annotation_sizes.copy()
                     )
-                self.returns.append(returned)
+                self.returns.append((returned, dict(self.pinned)))
                 return False
             case ast.Raise() | ast.Continue() | ast.Break():
                 return False
@@ -558,7 +564,11 @@ class Interpreter:
         guard = 1 if _tests_half_precision(statement.test) else 0
         self.half_precision_branches += guard
         narrowed = self._narrowed(holds)
-        if self.run_block(statement.body):
+        outer_pins = self.pinned
+        self.pinned = {**outer_pins, **self._pinned_by(statement.test)}
+        body_falls_through = self.run_block(statement.body)
+        self.pinned = outer_pins
+        if body_falls_through:
             branches.append((self.env, narrowed))
         self.env = dict(before)
         narrowed = self._narrowed(fails)
@@ -576,6 +586,26 @@ class Interpreter:
                         env[key] = before[key]
         self.env = self._joined(before, assigned, [env for env, _ in branches])
         return True
+
+    def _pinned_by(self, test: ast.expr) -> dict[Dim, int]:
+        """``n_rep == 1`` (a size the code names, against a number other than 0): that size,
+        where the test holds, is the number."""
+        if not isinstance(test, ast.Compare) or [type(op) for op in test.ops] != [ast.Eq]:
+            return {}
+        name, number = test.left, test.comparators[0]
+        if isinstance(name, ast.Constant):
+            name, number = number, name
+        if (
+            not isinstance(number, ast.Constant)
+            or type(number.value) is not int
+            or not number.value
+        ):
+            return {}
+        written = dotted_name(name)
+        size = self.env.get(written) if written is not None else None
+        if not isinstance(size, IntFact) or not size.dim.factors or size.dim.has_unknown:
+            return {}
+        return {size.dim: number.value}
 
     def _narrowed(self, tests: list[tuple[str, int]]) -> dict[str, TensorFact]:
         """Where a rank test holds (``x.ndim == 3``, see ``usage.rank_tests``), the tensors of
@@ -1079,7 +1109,19 @@ class Interpreter:
             return ClassRef(name)
         if name in ("float", "int", "len", "getattr", "map"):
             return QualifiedName(f"builtins.{name}")
+        if name == "self" and (instance := self._own_instance()) is not None:
+            return instance
         return Unknown("name", name)
+
+    def _own_instance(self) -> InstanceFact | None:
+        """``self`` handed on as a value (Hugging Face's ``eager_attention_forward(self, q,
+        k, v)`` reads ``module.num_key_value_groups``): an instance of the class whose method
+        this is, where the module's model of it is the one interpreted (not a model built in
+        a construction's sizes, whose sizes the callee would not share)."""
+        model = self.class_model
+        if model is None or self.context.classes.get(model.name) is not model:
+            return None
+        return InstanceFact(model.name, own=True)
 
     def _attribute(self, node: ast.Attribute) -> Fact:
         key = dotted_name(node)
@@ -1129,6 +1171,8 @@ class Interpreter:
             if method is not None and (isinstance(base, InstanceFact) or static_method(method)):
                 return FunctionRef(method, class_name=base.name)
             holder = dotted_name(node.value)
+            if model is not None and isinstance(base, InstanceFact) and base.own:
+                return model.attributes.get(attribute, UNKNOWN)
             if model is not None and isinstance(base, InstanceFact) and holder is not None:
                 return self._held_by(holder, model, model.attributes.get(attribute, UNKNOWN))
             return UNKNOWN
@@ -2445,6 +2489,39 @@ def _shape_owner(fact: Fact) -> str | None:
     if isinstance(fact, PrefixedSizes):
         return fact.prefix.owner
     return None
+
+
+def _reconciled(
+    first: Fact, first_pinned: Mapping[Dim, int], second: Fact, second_pinned: Mapping[Dim, int]
+) -> tuple[Fact, Fact]:
+    """Two returned tensors written alike where the sizes one's branch pins make them equal:
+    ``repeat_kv`` returns ``[b, kv, s, d]`` where ``n_rep == 1`` and ``[b, kv*n_rep, s, d]``
+    otherwise, which is ``[b, kv*n_rep, s, d]`` on both paths."""
+    if not (first_pinned or second_pinned):
+        return first, second
+    if not (isinstance(first, TensorFact) and isinstance(second, TensorFact)):
+        return first, second
+    if first.shape is None or second.shape is None or len(first.shape) != len(second.shape):
+        return first, second
+    ones, others = list(first.shape), list(second.shape)
+    for axis, (one, other) in enumerate(zip(first.shape, second.shape, strict=True)):
+        if one == other:
+            continue
+        if _equal_where(first_pinned, one, other):
+            ones[axis] = other
+        elif _equal_where(second_pinned, other, one):
+            others[axis] = one
+    return replace(first, shape=tuple(ones)), replace(second, shape=tuple(others))
+
+
+def _equal_where(pinned: Mapping[Dim, int], size: Dim, other: Dim) -> bool:
+    """Is ``other`` the same size as ``size`` where each pinned size is its number? (``kv *
+    n_rep`` is ``kv`` where ``n_rep`` is 1: times the number, one is the other times the
+    size.)"""
+    return any(
+        size * pin == other * Dim.constant(number) or other * pin == size * Dim.constant(number)
+        for pin, number in pinned.items()
+    )
 
 
 def _closes_over(fact: Fact) -> bool:
