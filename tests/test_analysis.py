@@ -571,7 +571,11 @@ def test_ops_of_each_value_and_of_indices(
         ("F.pad(x, pads)", "[?, ?, ?, ?]"),  # which axes grow is unknown; the rank is not
         ("F.pad(x, (1, 1, 1, 1, 1, 1, 1, 1, 1, 1))", "?"),  # more pads than axes: raises
         ("x.gather(-1, x.argmax(-1, keepdim=True))", "[b, h, n, 1]"),
-        ("torch.gather(x, 2, index)", "[?, ?, ?, ?]"),  # the index has the input's rank
+        # the index has the input's rank: its own sizes, unnamed
+        (
+            "torch.gather(x, 2, index)",
+            "[index.shape[0], index.shape[1], index.shape[2], index.shape[3]]",
+        ),
         ("torch.full_like(x, float('-inf'))", "[b, h, n, d]"),
         ("torch.cdist(x, x[:, :, :2])", "[b, h, n, 2]"),
         ("torch.cdist(x, y)", "[b, h, n, ?]"),

@@ -103,6 +103,8 @@ from shapecheck.analysis.usage import (
     decide,
     fixed,
     function_uses,
+    gathered,
+    gathered_uses,
     index_uses,
     method_uses,
     partner_uses,
@@ -1626,6 +1628,10 @@ class Interpreter:
                 self._shows(operand[1], operand[0], evidence)
         if method == "matmul" and args:
             receiver, _ = self._factors(receiver_node, receiver, args[0][1], args[0][0])
+        operands = gathered(args, kwargs, (receiver, receiver_node)) if method == "gather" else None
+        if operands is not None:
+            index, index_node = operands[1]
+            receiver, _ = self._partners(receiver_node, receiver, index_node, index, gathered_uses)
         refreshed = {keyword: self._refreshed(argument) for keyword, argument in kwargs.items()}
         return receiver, [self._refreshed(argument) for argument in args], refreshed
 
@@ -1645,6 +1651,10 @@ class Interpreter:
             self._shows(node, fact, evidence, learn=not learns)
         if name == "torch.matmul" and len(args) == 2:
             self._factors(args[0][1], args[0][0], args[1][1], args[1][0])
+        operands = gathered(args, kwargs, None) if name == "torch.gather" else None
+        if operands is not None:
+            (source, source_node), (index, index_node) = operands
+            self._partners(source_node, source, index_node, index, gathered_uses)
         refreshed = {keyword: self._refreshed(argument) for keyword, argument in kwargs.items()}
         return [self._refreshed(argument) for argument in args], refreshed
 
