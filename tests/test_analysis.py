@@ -571,7 +571,11 @@ def test_ops_of_each_value_and_of_indices(
         ("F.pad(x, pads)", "[?, ?, ?, ?]"),  # which axes grow is unknown; the rank is not
         ("F.pad(x, (1, 1, 1, 1, 1, 1, 1, 1, 1, 1))", "?"),  # more pads than axes: raises
         ("x.gather(-1, x.argmax(-1, keepdim=True))", "[b, h, n, 1]"),
-        ("torch.gather(x, 2, index)", "[?, ?, ?, ?]"),  # the index has the input's rank
+        # the index has the input's rank: its own sizes, unnamed
+        (
+            "torch.gather(x, 2, index)",
+            "[index.shape[0], index.shape[1], index.shape[2], index.shape[3]]",
+        ),
         ("torch.full_like(x, float('-inf'))", "[b, h, n, d]"),
         ("torch.cdist(x, x[:, :, :2])", "[b, h, n, 2]"),
         ("torch.cdist(x, y)", "[b, h, n, ?]"),
@@ -2477,3 +2481,104 @@ def test_a_model_that_calls_itself_and_keeps_layers_by_name_is_known():
     assert generate["idx_cond"] == "[idx.shape[0], ?]"
     assert generate["probs"] == "[idx.shape[0], vocab]"
     assert generate["idx_next"] == "[idx.shape[0], 1]"
+
+
+GROUPED_QUERY_ATTENTION = """\
+    import torch
+    import torch.nn as nn
+
+
+    def repeat_kv(hidden_states, n_rep: int):
+        batch, kv_heads, slen, head_dim = hidden_states.shape
+        if n_rep == 1:
+            return hidden_states
+        hidden_states = hidden_states[:, :, None].expand(batch, kv_heads, n_rep, slen, head_dim)
+        return hidden_states.reshape(batch, kv_heads * n_rep, slen, head_dim)
+
+
+    def eager_attention_forward(module, query, key, value):
+        key_states = repeat_kv(key, module.num_key_value_groups)
+        scores = torch.matmul(query, key_states.transpose(2, 3))
+        return torch.softmax(scores, dim=-1)
+
+
+    class Attention(nn.Module):
+        def __init__(self, hidden_size, heads, kv_heads):
+            super().__init__()
+            self.head_dim = hidden_size // heads
+            self.num_key_value_groups = heads // kv_heads
+            self.q_proj = nn.Linear(hidden_size, heads * self.head_dim)
+            self.k_proj = nn.Linear(hidden_size, kv_heads * self.head_dim)
+            self.v_proj = nn.Linear(hidden_size, kv_heads * self.head_dim)
+
+        def forward(self, x):
+            B, L, _ = x.shape
+            q = self.q_proj(x).view(B, L, -1, self.head_dim).transpose(1, 2)
+            k = self.k_proj(x).view(B, L, -1, self.head_dim).transpose(1, 2)
+            v = self.v_proj(x).view(B, L, -1, self.head_dim).transpose(1, 2)
+            return eager_attention_forward(self, q, k, v)
+    """
+
+
+def test_self_handed_to_a_function_is_an_instance_of_its_class() -> None:
+    """``eager_attention_forward(self, q, k, v)`` reads the layer's sizes through
+    ``module``: the keys repeated for each group of queries have the queries' heads."""
+    shapes = _shapes_in(GROUPED_QUERY_ATTENTION, "eager_attention_forward")
+    assert shapes["key_states"] == "[B, heads, L, self.head_dim]"
+
+
+def test_a_return_where_a_test_pins_a_size_is_written_as_the_others() -> None:
+    """``repeat_kv`` returns its input where ``n_rep == 1``: there ``kv_heads`` is
+    ``kv_heads * n_rep``, so both returns are ``[b, kv*n_rep, s, d]``."""
+    source = """\
+        import torch
+
+        def repeat_kv(x, n_rep: int):
+            b, kv, s, d = x.shape
+            if n_rep == 1:
+                return x
+            return x[:, :, None].expand(b, kv, n_rep, s, d).reshape(b, kv * n_rep, s, d)
+
+        def repeat_unless_two(x, n_rep: int):
+            b, kv, s, d = x.shape
+            if n_rep == 2:
+                return x
+            return x[:, :, None].expand(b, kv, n_rep, s, d).reshape(b, kv * n_rep, s, d)
+
+        def f(x, n: int):
+            b, kv, s, d = x.shape
+            repeated = repeat_kv(x, n)
+            differs = repeat_unless_two(x, n)
+            return repeated, differs
+        """
+    shapes = _shapes_in(source, "f")
+    assert shapes["repeated"] == "[b, kv*n, s, d]"
+    # where n_rep is 2, kv is not kv * n_rep: the sizes stay apart
+    assert shapes["differs"] == "[b, ?, s, d]"
+
+
+def test_an_attribute_copied_from_a_size_is_that_size_in_the_layers_tensors() -> None:
+    """``self.num_heads = config.num_attention_heads`` after ``config.num_attention_heads``
+    sized ``self.head_size``: one size, also in the parameter ``__init__`` makes of it, so a
+    bias per head keeps the queries' heads (wav2vec2-BERT's ``pos_bias_u``)."""
+    source = """\
+        import torch
+        import torch.nn as nn
+
+
+        class Attention(nn.Module):
+            def __init__(self, config):
+                super().__init__()
+                self.head_size = config.hidden_size // config.num_attention_heads
+                self.num_heads = config.num_attention_heads
+                self.query = nn.Linear(config.hidden_size, config.hidden_size)
+                self.pos_bias = nn.Parameter(torch.zeros(self.num_heads, self.head_size))
+
+            def forward(self, x):
+                b, n, _ = x.shape
+                q = self.query(x).view(b, n, -1, self.head_size).transpose(1, 2)
+                biased = q + self.pos_bias[None, :, None, :]
+                return biased
+        """
+    shapes = _shapes_in(source, "Attention.forward")
+    assert shapes["q"] == shapes["biased"] == "[b, self.num_heads, n, self.head_size]"

@@ -149,6 +149,11 @@ def test_an_unpacking_makes_a_size_nobody_knew_the_tensors_own_unnamed() -> None
         ('torch.einsum("bid,...jd->bij", a, b)', {"a": 3, "b": None}),
         ('einops.rearrange(a, "b n (h d) -> b h n d", h=4)', {"a": 3}),
         ('einops.rearrange(a, "b ... d -> b d ...")', {"a": None}),
+        # gather's input and index have one rank: each shows the other's
+        ("a.gather(-1, b.permute(0, 2, 1))", {"a": 3, "b": 3}),
+        ("a.permute(1, 0).gather(1, index=b)", {"a": 2, "b": 2}),
+        ("torch.gather(a.permute(0, 2, 1, 3), 3, b)", {"a": 4, "b": 4}),
+        ("a.gather(1, b)", {"a": None, "b": None}),
     ],
 )
 def test_uses_that_fix_the_rank(call: str, ranks: dict[str, int | None]) -> None:

@@ -282,6 +282,18 @@ def test_a_configuration_that_checks_the_division_is_the_constructors_check(
     assert findings(folder / "modeling.py") == expected
 
 
+@pytest.mark.parametrize(("check", "expected"), [(RAISES, set()), ("pass", {(13, "SC502")})])
+def test_a_configuration_of_the_same_module_is_read_too(
+    tmp_path: Path, check: str, expected: set[tuple[int, str]]
+) -> None:
+    """A modular file defines its configuration beside the model (Zaya's ``ZayaConfig``)."""
+    model = ATTENTION.replace(
+        "    from .configuration import Config\n", CONFIG.replace("CHECK", check)
+    )
+    folder = package(tmp_path, modeling=model)
+    assert findings(folder / "modeling.py") == expected
+
+
 @pytest.mark.parametrize(
     ("text_check", "expected"),
     [(RAISES, set()), ("pass", {(9, "SC502")})],  # the text configuration checks nothing

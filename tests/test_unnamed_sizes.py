@@ -12,8 +12,15 @@ import ast
 import textwrap
 
 from shapecheck.analysis import analyse
-from shapecheck.analysis.dims import Dim, format_shape, named_by_code, provably_different
+from shapecheck.analysis.dims import (
+    Dim,
+    broadcast,
+    format_shape,
+    named_by_code,
+    provably_different,
+)
 from shapecheck.analysis.facts import Fact, TensorFact
+from shapecheck.analysis.ops import broadcast_shapes
 from shapecheck.coverage import coverage
 from shapecheck.linter import lint_source
 from shapecheck.rule import all_rules
@@ -243,3 +250,43 @@ def test_sizes_every_call_hands_equal_are_one_size() -> None:
     assert _shape(facts["q"]) == "[q.shape[0], q.shape[1], q.shape[2]]"
     assert _shape(facts["k"]) == "[q.shape[0], q.shape[1], q.shape[2]]"
     assert _shape(facts["scores"]) == "[q.shape[0], q.shape[1], q.shape[1]]"
+
+
+CROSS_ATTENTION = """\
+def attend(q, k):
+    scores = q @ k.permute(0, 2, 1)
+    return torch.bmm(scores.softmax(dim=-1), q)
+"""
+"""Queries and keys of two parameters whose sizes nothing relates (``bmm``: 3-D): the
+scores' batch is the broadcast of theirs."""
+
+
+def test_two_unnamed_sizes_broadcast_to_their_larger() -> None:
+    """PyTorch needs the queries' batch and the keys' equal or one of them 1: the scores'
+    batch is the larger, one size (unnamed: it compares with nothing else), the same whichever
+    way round, and the same again beside either of them."""
+    length = Dim.unnamed("q.shape[0]", nameable=True)
+    other = Dim.unnamed("k.shape[0]", nameable=True)
+    larger = broadcast(length, other)
+    assert larger == broadcast(other, length) and str(larger) == "max(k.shape[0], q.shape[0])"
+    assert broadcast(larger, length) == larger and broadcast(length, length) == length
+    assert larger.unrelated and not larger.has_unknown
+    q, k = (tuple(Dim.unnamed(f"{n}.shape[{i}]", nameable=False) for i in range(2)) for n in "qk")
+    assert format_shape(broadcast_shapes(q, k)) == (
+        "[max(k.shape[0], q.shape[0]), max(k.shape[1], q.shape[1])]"
+    )
+    assert broadcast_shapes(q, q) == q
+
+
+def test_the_scores_of_two_parameters_have_a_known_batch() -> None:
+    """The sizes a matrix product broadcasts."""
+    text = HEADER + CROSS_ATTENTION
+    [function] = [f for f in analyse(ast.parse(text), text).functions if f.name == "attend"]
+    products = [
+        fact
+        for node, fact in function.facts.items()
+        if isinstance(node, ast.BinOp) and isinstance(fact, TensorFact)
+    ]
+    assert [format_shape(fact.shape) for fact in products] == [
+        "[max(k.shape[0], q.shape[0]), q.shape[1], k.shape[1]]"
+    ]

@@ -4,11 +4,12 @@ A model's constructor divides sizes it reads from a configuration object:
 ``config.hidden_size // config.num_attention_heads``, or through attributes, locals and
 constructor parameters (``self.num_heads = module_config["num_attention_heads"]`` where every
 construction of the class passes ``config.encoder_config``). Where the configuration class, in
-another file of the project (found as imports are, see :mod:`~shapecheck.analysis.imported`),
-validates that division itself for every value the sizes can be (``if self.hidden_size %
-self.num_attention_heads != 0: raise ValueError(...)`` in any of its methods, or on
-``__init__``'s parameters it stores), the constructor's division is checked: it gets the
-:class:`~shapecheck.analysis.observations.DivisibilityCheck` SC502 looks for.
+the module or another file of the project (found as imports are, see
+:mod:`~shapecheck.analysis.imported`), validates that division itself for every value the
+sizes can be (``if self.hidden_size % self.num_attention_heads != 0: raise ValueError(...)``
+in any of its methods, or on ``__init__``'s parameters it stores), the constructor's division
+is checked: it gets the :class:`~shapecheck.analysis.observations.DivisibilityCheck` SC502
+looks for.
 
 Where a value comes from is read from the code as written: assignments in the function, the
 parameter's annotation (``config: FooConfig``; a parameter named ``config`` of a class that
@@ -27,7 +28,6 @@ from shapecheck.analysis.imported import ProjectScope, classes_in, finished
 from shapecheck.analysis.imports import dotted_name, statements
 from shapecheck.analysis.interpreter import FunctionFacts, parameters
 from shapecheck.analysis.observations import DivisibilityCheck, SizeDivision
-from shapecheck.project import ProjectFile
 
 _MAX_CALLERS = 6
 """How many constructions deep a parameter's value is followed."""
@@ -294,17 +294,23 @@ class _Reader:
         return ()
 
     def _config(self, written: str) -> ConfigClass | None:
-        found = self.scope.class_definition(written)
-        if found is None:
-            return None
-        file, node = found
-        key = (file.path, node.name)
+        """The configuration class ``written`` names: one of this module (a modular file's
+        ``class ZayaConfig(LagunaConfig)`` beside the model), else one its imports name."""
+        own = self.classes.get(written)
+        if own is not None and self.scope.path is not None:
+            path, node = self.scope.path, own
+        else:
+            found = self.scope.class_definition(written)
+            if found is None:
+                return None
+            path, node = found[0].path, found[1]
+        key = (path, node.name)
         if key not in self.configs:
-            self.configs[key] = _read_config(file, node)
+            self.configs[key] = _read_config(path, node)
         return self.configs[key]
 
 
-def _read_config(file: ProjectFile, node: ast.ClassDef) -> ConfigClass:
+def _read_config(path: str, node: ast.ClassDef) -> ConfigClass:
     """The divisions a configuration class validates, its dictionaries of sizes, and the
     attribute names it maps onto others."""
     checks: set[tuple[str, str]] = set()
@@ -332,7 +338,7 @@ def _read_config(file: ProjectFile, node: ast.ClassDef) -> ConfigClass:
                 target = dotted_name(inner.targets[0]) or ""
                 if target.startswith("self.") and target.count(".") == 1:
                     dicts[target[5:]] = _sizes_by_key(inner.value, stored)
-    return ConfigClass(file.path, node.name, frozenset(checks), dicts, aliases)
+    return ConfigClass(path, node.name, frozenset(checks), dicts, aliases)
 
 
 def _stored_parameters(method: FunctionNode) -> dict[str, str]:

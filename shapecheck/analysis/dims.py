@@ -293,6 +293,33 @@ _OPERANDS: dict[Atom, tuple[Dim, Dim]] = {}
 """The other way: each difference -> what it was taken from and what was taken."""
 
 
+_BROADCASTS: dict[frozenset[Dim], Symbol] = {}
+"""Each broadcast of sizes of unknown relation made so far -> the size it is."""
+_BROADCAST_OF: dict[Symbol, frozenset[Dim]] = {}
+"""The other way: each such broadcast -> the sizes it is the broadcast of."""
+
+
+def broadcast(first: Dim, second: Dim) -> Dim:
+    """The size broadcasting gives two unnamed sizes (the queries' batch ``query.shape[0]``
+    and the keys' ``key.shape[0]``, which two callers hand apart): PyTorch needs them equal
+    or one of them 1, so it is the larger, ``max(a, b)``. One unnamed size, the same for the
+    same sizes in any order, and for its broadcast with any of them again (the weights'
+    batch with the values')."""
+    parts = _broadcast_parts(first) | _broadcast_parts(second)
+    if len(parts) == 1:
+        return first
+    if parts not in _BROADCASTS:
+        written = ", ".join(sorted(str(part) for part in parts))
+        _BROADCASTS[parts] = Symbol(f"max({written})", next(_serials), unnamed=True)
+        _BROADCAST_OF[_BROADCASTS[parts]] = parts
+    return Dim.of(_BROADCASTS[parts])
+
+
+def _broadcast_parts(size: Dim) -> frozenset[Dim]:
+    symbol = size.single_symbol
+    return _BROADCAST_OF.get(symbol, frozenset((size,))) if symbol else frozenset((size,))
+
+
 def _term_key(term: Dim) -> tuple[list[tuple[int, str, int]], int]:
     return ([_atom_key(atom) for atom in term.factors], term.coefficient)
 

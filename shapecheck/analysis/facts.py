@@ -443,6 +443,10 @@ class InstanceFact(Fact):
     """An instance of a class defined in the analysed module (calling it runs ``forward``)."""
 
     name: str
+    own: bool = False
+    """``self`` handed on by a method of the class (``eager_attention_forward(self, q, k,
+    v)``): its sizes are the very sizes that method reads (``self.num_heads``), not those of
+    some instance (``attn.heads`` of an ``attn: Attention``)."""
 
 
 CALLABLES = (QualifiedName, FunctionRef, ModuleFact, Choice, Partial, ClassRef, InstanceFact)
@@ -603,7 +607,8 @@ def fresh_shape(rank: int) -> tuple[Dim, ...]:
 def sizes_substituted(fact: Fact, mapping: dict[Symbol, Dim]) -> Fact:
     """``fact`` with the sizes it holds renamed by ``mapping``: a size, a scale's base, a
     layer's sizes (its layers' too, in an ``nn.Sequential``), a tensor's shape (a parameter
-    ``[1, 1, self.all_head_size]``); any other fact as it is."""
+    ``__init__`` made: ``nn.Parameter(torch.zeros(self.num_heads, self.head_size))``,
+    LayoutLMv2's ``q_bias`` of ``[1, 1, self.all_head_size]``); any other fact as it is."""
     if isinstance(fact, IntFact):
         return IntFact(substitute(fact.dim, mapping))
     if isinstance(fact, TensorFact) and fact.shape is not None:

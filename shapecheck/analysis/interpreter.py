@@ -105,6 +105,8 @@ from shapecheck.analysis.usage import (
     decide,
     fixed,
     function_uses,
+    gathered,
+    gathered_uses,
     index_uses,
     method_uses,
     partner_uses,
@@ -316,7 +318,10 @@ class Interpreter:
         self.facts: dict[ast.AST, Fact] = {}
         self.observations: list[Observation] = []
         self.symbols: dict[str, Dim] = {}
-        self.returns: list[Fact] = []
+        self.returns: list[tuple[Fact, Mapping[Dim, int]]] = []
+        """What each ``return`` returned, with the sizes its branch tests pin (``n_rep == 1``)."""
+        self.pinned: dict[Dim, int] = {}
+        """The sizes the enclosing branches' tests pin to a number (``if n_rep == 1:``)."""
         self.copied: dict[str, str] = {}
         """``target -> source`` for assignments of an unknown name (``self.h = h``)."""
         self.bindings: list[tuple[ast.AST, str, Fact]] = []
@@ -399,7 +404,11 @@ class Interpreter:
         if key not in self.symbols:
             attribute = key.removeprefix("self.")
             model = self.class_model
-            if model is None or attribute == key or key in self.assigned:
+            source = self.copied.get(key)
+            if source in self.symbols and source not in self.assigned:
+                # self.num_heads = config.num_attention_heads, that already a size: one size
+                self.symbols[key] = self.symbols[source]
+            elif model is None or attribute == key or key in self.assigned:
                 self.symbols[key] = Dim.symbol(key)
             elif "." in attribute:  # ``self.config.n_head``: what ``__init__`` read of it
                 self.symbols[key] = model.held_sizes.get(attribute) or Dim.symbol(key)
@@ -441,9 +450,12 @@ class Interpreter:
         self.run_block(node.body)
         if not self.returns:
             return UNKNOWN
-        result = self.returns[0]
-        for other in self.returns[1:]:
-            result = join(result, other)
+        result, pinned = self.returns[0]
+        for other, other_pinned in self.returns[1:]:
+            result = join(*_reconciled(result, pinned, other, other_pinned))
+            pinned = {
+                size: number for size, number in pinned.items() if other_pinned.get(size) == number
+            }
         return result
 
     def run_block(self, statements: Sequence[ast.stmt]) -> bool:
@@ -478,7 +490,7 @@ class Interpreter:
                     self._check_annotation(
                         value, returned, self.return_spec, self.annotation_sizes.copy()
                     )
-                self.returns.append(returned)
+                self.returns.append((returned, dict(self.pinned)))
                 return False
             case ast.Raise() | ast.Continue() | ast.Break():
                 return False
@@ -525,8 +537,11 @@ class Interpreter:
             if self._unpack_shape(target, value):
                 continue
             self._bind(target, fact)
-            if source is not None and (key := dotted_name(target)) is not None:
+            key = dotted_name(target)
+            if key is not None and source is not None:
                 self.copied[key] = source
+            elif key is not None:
+                self.copied.pop(key, None)  # bound again: no longer a copy
 
     def _augmented(
         self,
@@ -555,7 +570,11 @@ class Interpreter:
         guard = 1 if _tests_half_precision(statement.test) else 0
         self.half_precision_branches += guard
         narrowed = self._narrowed(holds)
-        if self.run_block(statement.body):
+        outer_pins = self.pinned
+        self.pinned = {**outer_pins, **self._pinned_by(statement.test)}
+        body_falls_through = self.run_block(statement.body)
+        self.pinned = outer_pins
+        if body_falls_through:
             branches.append((self.env, narrowed))
         self.env = dict(before)
         narrowed = self._narrowed(fails)
@@ -573,6 +592,26 @@ class Interpreter:
                         env[key] = before[key]
         self.env = self._joined(before, assigned, [env for env, _ in branches])
         return True
+
+    def _pinned_by(self, test: ast.expr) -> dict[Dim, int]:
+        """``n_rep == 1`` (a size the code names, against a number other than 0): that size,
+        where the test holds, is the number."""
+        if not isinstance(test, ast.Compare) or [type(op) for op in test.ops] != [ast.Eq]:
+            return {}
+        name, number = test.left, test.comparators[0]
+        if isinstance(name, ast.Constant):
+            name, number = number, name
+        if (
+            not isinstance(number, ast.Constant)
+            or type(number.value) is not int
+            or not number.value
+        ):
+            return {}
+        written = dotted_name(name)
+        size = self.env.get(written) if written is not None else None
+        if not isinstance(size, IntFact) or not size.dim.factors or size.dim.has_unknown:
+            return {}
+        return {size.dim: number.value}
 
     def _narrowed(self, tests: list[tuple[str, int]]) -> dict[str, TensorFact]:
         """Where a rank test holds (``x.ndim == 3``, see ``usage.rank_tests``), the tensors of
@@ -1114,7 +1153,20 @@ class Interpreter:
             return ClassRef(name)
         if name in ("float", "int", "len", "getattr", "map", "dict"):
             return QualifiedName(f"builtins.{name}")
+        if name == "self" and (instance := self._own_instance()) is not None:
+            return instance
         return Unknown("name", name)
+
+    def _own_instance(self) -> InstanceFact | None:
+        """``self`` handed on as a value (Hugging Face's ``eager_attention_forward(self, q,
+        k, v)`` reads ``module.num_key_value_groups``), or called (nanoGPT's ``generate`` runs
+        ``self(idx_cond)``, its own ``forward``): an instance of the class whose method this
+        is, where the module's model of it is the one interpreted (not a model built in a
+        construction's sizes, whose sizes the callee would not share)."""
+        model = self.class_model
+        if model is None or self.context.classes.get(model.name) is not model:
+            return None
+        return InstanceFact(model.name, own=True)
 
     def _attribute(self, node: ast.Attribute) -> Fact:
         bound = self._bound_path(node)
@@ -1167,6 +1219,8 @@ class Interpreter:
             if method is not None and (isinstance(base, InstanceFact) or static_method(method)):
                 return FunctionRef(method, class_name=base.name)
             holder = dotted_name(node.value)
+            if model is not None and isinstance(base, InstanceFact) and base.own:
+                return model.attributes.get(attribute, UNKNOWN)
             if model is not None and isinstance(base, InstanceFact) and holder is not None:
                 return self._held_by(holder, model, model.attributes.get(attribute, UNKNOWN))
             return UNKNOWN
@@ -1623,6 +1677,10 @@ class Interpreter:
                 self._shows(operand[1], operand[0], evidence)
         if method == "matmul" and args:
             receiver, _ = self._factors(receiver_node, receiver, args[0][1], args[0][0])
+        operands = gathered(args, kwargs, (receiver, receiver_node)) if method == "gather" else None
+        if operands is not None:
+            index, index_node = operands[1]
+            receiver, _ = self._partners(receiver_node, receiver, index_node, index, gathered_uses)
         refreshed = {keyword: self._refreshed(argument) for keyword, argument in kwargs.items()}
         return receiver, [self._refreshed(argument) for argument in args], refreshed
 
@@ -1642,6 +1700,10 @@ class Interpreter:
             self._shows(node, fact, evidence, learn=not learns)
         if name == "torch.matmul" and len(args) == 2:
             self._factors(args[0][1], args[0][0], args[1][1], args[1][0])
+        operands = gathered(args, kwargs, None) if name == "torch.gather" else None
+        if operands is not None:
+            (source, source_node), (index, index_node) = operands
+            self._partners(source_node, source, index_node, index, gathered_uses)
         refreshed = {keyword: self._refreshed(argument) for keyword, argument in kwargs.items()}
         return [self._refreshed(argument) for argument in args], refreshed
 
@@ -1714,8 +1776,6 @@ class Interpreter:
                     if isinstance(static, FunctionRef):
                         return self._inline(static, node, args, kwargs)
                 return self._method(node, func, receiver, args, kwargs)
-        elif self._calls_itself(func):
-            callee = InstanceFact(self.class_model.name) if self.class_model else UNKNOWN
         else:
             callee = self.eval(func)
         args, kwargs = self._arguments(node)
@@ -1725,19 +1785,6 @@ class Interpreter:
         if isinstance(callee, Choice):
             return self._chosen_call(callee, node, func, args, kwargs)
         return self._called(callee, node, func, args, kwargs)
-
-    def _calls_itself(self, func: ast.expr) -> bool:
-        """``self(x)`` in a method of a layer: its own ``forward`` (nanoGPT's ``generate``
-        calls ``self(idx_cond)``)."""
-        return (
-            isinstance(func, ast.Name)
-            and func.id == "self"
-            and "self" not in self.env
-            and self.class_model is not None
-            and "forward" in self.class_model.methods
-            and self.function is not None
-            and self.function.name != "forward"
-        )
 
     def _chosen_call(
         self,
@@ -2504,6 +2551,39 @@ def _shape_owner(fact: Fact) -> str | None:
     if isinstance(fact, PrefixedSizes):
         return fact.prefix.owner
     return None
+
+
+def _reconciled(
+    first: Fact, first_pinned: Mapping[Dim, int], second: Fact, second_pinned: Mapping[Dim, int]
+) -> tuple[Fact, Fact]:
+    """Two returned tensors written alike where the sizes one's branch pins make them equal:
+    ``repeat_kv`` returns ``[b, kv, s, d]`` where ``n_rep == 1`` and ``[b, kv*n_rep, s, d]``
+    otherwise, which is ``[b, kv*n_rep, s, d]`` on both paths."""
+    if not (first_pinned or second_pinned):
+        return first, second
+    if not (isinstance(first, TensorFact) and isinstance(second, TensorFact)):
+        return first, second
+    if first.shape is None or second.shape is None or len(first.shape) != len(second.shape):
+        return first, second
+    ones, others = list(first.shape), list(second.shape)
+    for axis, (one, other) in enumerate(zip(first.shape, second.shape, strict=True)):
+        if one == other:
+            continue
+        if _equal_where(first_pinned, one, other):
+            ones[axis] = other
+        elif _equal_where(second_pinned, other, one):
+            others[axis] = one
+    return replace(first, shape=tuple(ones)), replace(second, shape=tuple(others))
+
+
+def _equal_where(pinned: Mapping[Dim, int], size: Dim, other: Dim) -> bool:
+    """Is ``other`` the same size as ``size`` where each pinned size is its number? (``kv *
+    n_rep`` is ``kv`` where ``n_rep`` is 1: times the number, one is the other times the
+    size.)"""
+    return any(
+        size * pin == other * Dim.constant(number) or other * pin == size * Dim.constant(number)
+        for pin, number in pinned.items()
+    )
 
 
 def _closes_over(fact: Fact) -> bool:

@@ -5,7 +5,8 @@ always first: ``B, N, C = x.shape`` may come after ``self.qkv(x)``. Some uses fi
 (PyTorch raises otherwise): unpacking ``x.shape`` or ``x.size()`` (also ``b, n, h = *x.shape,
 heads`` and ``n, d = x.shape[1:]``), ``bmm`` and ``baddbmm`` (3-D), ``mm`` and ``addmm`` (2-D),
 ``permute`` (one index per axis), a view into products of its own sizes (``x.view(x.size(0),
-x.size(1) * x.size(2))``), an einsum equation or einops pattern without ``...``, and handing the
+x.size(1) * x.size(2))``), an einsum equation or einops pattern without ``...``, ``gather``'s
+input and index (each has the other's rank), and handing the
 tensor to a function of the module whose uses fix the rank of that parameter. Others bound it
 from below only: ``x.transpose(2, 3)``, ``x.size(3)``, ``x.shape[-3]``, ``x[:, :, 0]``. A use as
 a size (one of a view's several sizes, ``torch.zeros(n)``, an einops axis length) shows an int,
@@ -194,7 +195,17 @@ RANK_QUERIES = frozenset({"dim", "ndimension"})
 """Tensor methods that ask the rank."""
 
 SHOWING_METHODS = frozenset(
-    {"size", "permute", "view", "reshape", "matmul", *_SWAPS, *_FIXED_RANK_METHODS, *RANK_QUERIES}
+    {
+        "size",
+        "permute",
+        "view",
+        "reshape",
+        "matmul",
+        "gather",
+        *_SWAPS,
+        *_FIXED_RANK_METHODS,
+        *RANK_QUERIES,
+    }
 )
 """Tensor methods whose calls may show something of a rank (the others are not looked at)."""
 
@@ -207,6 +218,7 @@ SHOWING_FUNCTIONS = frozenset(
         "torch.permute",
         "torch.einsum",
         "torch.matmul",
+        "torch.gather",
         "torch.nn.functional.scaled_dot_product_attention",
         "einops.einsum",
         "einops.rearrange",
@@ -296,6 +308,23 @@ def partner_uses(name: str | None, partner: Fact) -> Evidence | None:
         return None
     guess = f"`{name}` has {rank} axes, as the other factor of its matrix product does"
     return Evidence(rank, exact=True, guess=guess)
+
+
+def gathered(
+    args: list[Argument], kwargs: Mapping[str, Argument], receiver: Argument | None
+) -> tuple[Argument, Argument] | None:
+    """The input and the index of ``x.gather(dim, index)`` (``receiver``: ``x``) or
+    ``torch.gather(x, dim, index)``."""
+    source = receiver or _passed(args, kwargs, 0, "input")
+    index = _passed(args, kwargs, 1 if receiver else 2, "index")
+    return (source, index) if source is not None and index is not None else None
+
+
+def gathered_uses(name: str | None, partner: Fact) -> Evidence | None:
+    """The input of ``gather`` and its index have the same rank (PyTorch raises otherwise):
+    each has the other's, where that is known."""
+    rank = partner.rank if isinstance(partner, TensorFact) else None
+    return fixed(rank) if name is not None and rank is not None else None
 
 
 def addend_uses(name: str | None, partner: Fact) -> Evidence | None:

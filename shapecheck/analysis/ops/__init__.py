@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from shapecheck.analysis.dims import Dim
+from shapecheck.analysis.dims import Dim, broadcast
 from shapecheck.analysis.facts import (
     DtypeOf,
     Fact,
@@ -250,8 +250,8 @@ def broadcast_shapes(
     """The shape of an elementwise op of the two (PyTorch's broadcasting rule). A size known
     on one side only is the result's: the unknown one must be it or 1 (``scores + bias`` of
     ``[1, ?, ?, ?]`` keeps the scores' ``[B, H, L, L]``); so is a named size beside an
-    unnamed one, and an unnamed one beside an unknown. Two sizes that may be equal or not
-    (two unnamed) give an unknown size, never a mismatch."""
+    unnamed one, and an unnamed one beside an unknown. Two unnamed sizes, which may be equal
+    or not, give their broadcast (``dims.broadcast``: the larger), never a mismatch."""
     if left is None or right is None:
         return None
     rank = max(len(left), len(right))
@@ -263,6 +263,8 @@ def broadcast_shapes(
             shape.append(a)
         elif a.value == 1 or _known(a) < _known(b):
             shape.append(b)
+        elif _known(a) == _known(b) == 1:
+            shape.append(broadcast(a, b))
         else:
             shape.append(Dim.symbol("?"))
     return tuple(shape)
