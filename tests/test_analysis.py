@@ -1607,7 +1607,17 @@ def test_a_size_callers_disagree_on_is_what_the_view_leaves(
 ) -> None:
     """ProphetNet's ``_shape(tensor, seq_len, batch_size)``, called with the length and with
     ``-1``: either way the view's element count says what ``seq_len`` must be."""
-    source = f"""\
+    forward = """\
+            def forward(self, hidden_states):
+                batch_size, length, _ = hidden_states.size()
+                q = self._shape(self.proj(hidden_states), length, batch_size)
+                k = self._shape(self.proj(hidden_states), -1, batch_size)
+                return q, k
+    """
+    assert findings(_SHAPE_HELPER.format(split=split, forward=forward)) == found
+
+
+_SHAPE_HELPER = """\
         import torch
         import torch.nn as nn
 
@@ -1623,13 +1633,7 @@ def test_a_size_callers_disagree_on_is_what_the_view_leaves(
             def _shape(self, tensor, seq_len, batch_size):
                 return tensor.{split}
 
-            def forward(self, hidden_states):
-                batch_size, length, _ = hidden_states.size()
-                q = self._shape(self.proj(hidden_states), length, batch_size)
-                k = self._shape(self.proj(hidden_states), -1, batch_size)
-                return q, k
-        """
-    assert findings(source) == found
+{forward}"""
 
 
 @pytest.mark.parametrize(
@@ -1645,30 +1649,15 @@ def test_a_split_of_sizes_unrelated_to_its_tensors_is_read_from_the_last_axis(
     """Mask2Former's ``_shape(tensor, seq_len, batch_size)``, handed the queries' batch with
     the keys of another tensor: the helper's sizes are of unknown relation to its tensor's
     axes, but splitting the features into heads written before another axis moves it."""
-    source = f"""\
-        import torch
-        import torch.nn as nn
-
-
-        class Attention(nn.Module):
-            def __init__(self, hidden_size, num_heads):
-                super().__init__()
-                assert hidden_size % num_heads == 0
-                self.num_heads = num_heads
-                self.head_dim = hidden_size // num_heads
-                self.proj = nn.Linear(hidden_size, hidden_size)
-
-            def _shape(self, tensor, seq_len, batch_size):
-                return tensor.{split}
-
+    forward = """\
             def forward(self, hidden_states, key_value_states):
                 batch_size, length, _ = hidden_states.size()
                 _, keys, _ = key_value_states.size()
                 q = self._shape(self.proj(hidden_states), length, batch_size)
                 k = self._shape(self.proj(key_value_states), -1, batch_size)
                 return q, k
-        """
-    assert findings(source) == found
+    """
+    assert findings(_SHAPE_HELPER.format(split=split, forward=forward)) == found
 
 
 _WINDOWS = """\

@@ -108,6 +108,7 @@ from shapecheck.analysis.usage import (
     gathered,
     gathered_uses,
     index_uses,
+    literal_int,
     method_uses,
     partner_uses,
     rank_tests,
@@ -2951,9 +2952,9 @@ def _dropped_tail(node: ast.Subscript) -> int | None:
     window = node.slice
     if not isinstance(window, ast.Slice) or window.step is not None:
         return None
-    if window.lower is not None and _literal_int(window.lower) != 0:
+    if window.lower is not None and literal_int(window.lower) != 0:
         return None
-    upper = _literal_int(window.upper) if window.upper is not None else None
+    upper = literal_int(window.upper) if window.upper is not None else None
     return -upper if upper is not None and upper < 0 else None
 
 
@@ -2986,7 +2987,7 @@ def _single_index(node: ast.Subscript) -> int | None:
     pieces = _subscript_pieces(node)
     if len(pieces) != 1 or isinstance(pieces[0], ast.Slice):
         return None
-    return _literal_int(pieces[0])
+    return literal_int(pieces[0])
 
 
 def _literal_slice(node: ast.Subscript) -> slice | None:
@@ -2999,20 +3000,11 @@ def _literal_slice(node: ast.Subscript) -> slice | None:
         if bound is None:
             bounds.append(None)
             continue
-        value = _literal_int(bound)
+        value = literal_int(bound)
         if value is None:
             return None
         bounds.append(value)
     return slice(*bounds)
-
-
-def _literal_int(node: ast.expr) -> int | None:
-    sign = 1
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        sign, node = -1, node.operand
-    if isinstance(node, ast.Constant) and type(node.value) is int:
-        return sign * node.value
-    return None
 
 
 @dataclass(frozen=True)

@@ -402,8 +402,8 @@ def _tail_unpacking(
     owner = shape_owner(value.value)
     if owner is None or not isinstance(window, ast.Slice) or window.step:
         return None
-    front = _literal_bound(window.lower) if window.lower else 0
-    stop = _literal_bound(window.upper) if window.upper else None
+    front = literal_int(window.lower) if window.lower else 0
+    stop = literal_int(window.upper) if window.upper else None
     if front is None or front < 0 or (window.upper and (stop is None or stop >= 0)):
         return None  # (a stop counted from the front: ``x.shape[:2]`` has at least two axes)
     back = -stop if stop is not None else 0
@@ -411,8 +411,8 @@ def _tail_unpacking(
     return owner, fixed(rank, (None,) * front + tuple(map(size_name, names)) + (None,) * back)
 
 
-def _literal_bound(node: ast.expr) -> int | None:
-    """A slice bound written as an integer literal, ``-1`` included."""
+def literal_int(node: ast.expr) -> int | None:
+    """An integer literal (a slice bound, an index), ``-1`` included."""
     sign = 1
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         sign, node = -1, node.operand
@@ -561,7 +561,7 @@ def _piece(piece: ast.expr) -> str:
         return ":"
     if isinstance(piece, ast.Constant) and (piece.value is None or piece.value is Ellipsis):
         return "..." if piece.value is Ellipsis else "None"
-    value = _literal_bound(piece)
+    value = literal_int(piece)
     return str(value) if value is not None else "…"
 
 
