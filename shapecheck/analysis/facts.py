@@ -28,7 +28,7 @@ def given_fields_only(cls: type[_Record]) -> type[_Record]:
     fields a call gives: the others are read from the class, where ``dataclass`` leaves each
     default. Its own ``__init__`` writes every field through ``object.__setattr__``, which made
     a :class:`TensorFact` (29 fields, the record the analysis makes most) cost 6 µs, a
-    twentieth of a whole check; this one costs under 1. Equality, hashing, ``replace`` and
+    twentieth of a whole check; this one costs about 1. Equality, hashing, ``replace`` and
     pickling read the fields as attributes, so they see no difference."""
     names = tuple(item.name for item in fields(cls))  # type: ignore[arg-type]
     if any(item.default is MISSING for item in fields(cls)):  # type: ignore[arg-type]
