@@ -2157,10 +2157,7 @@ def test_cosine_attention_needs_its_temperature_on_either_branch() -> None:
     assert [code for _, code in findings(plain) if code == "SC301"] == ["SC301"]
 
 
-def test_talking_heads_between_named_sizes_keep_the_scores() -> None:
-    # CaiT mixes the heads with nn.Linear(num_heads, num_heads) over the head axis moved last;
-    # num_heads and N are named apart, which tells the head axis from the keys
-    source = """\
+_CAIT_TALKING_HEADS = """\
     import torch.nn as nn
 
     class TalkingHeadAttn(nn.Module):
@@ -2180,6 +2177,12 @@ def test_talking_heads_between_named_sizes_keep_the_scores() -> None:
             attn = attn.softmax(dim=-1)
             return (attn @ v).transpose(1, 2).reshape(B, N, C)
     """
+
+
+def test_talking_heads_between_named_sizes_keep_the_scores() -> None:
+    # CaiT mixes the heads with nn.Linear(num_heads, num_heads) over the head axis moved last;
+    # num_heads and N are named apart, which tells the head axis from the keys
+    source = _CAIT_TALKING_HEADS
     assert not [code for _, code in findings(source) if code == "SC303"]
     wrong_axis = source.replace("attn.softmax(dim=-1)", "attn.softmax(dim=1)")
     assert (17, "SC303") in findings(wrong_axis)
@@ -2188,26 +2191,7 @@ def test_talking_heads_between_named_sizes_keep_the_scores() -> None:
 def test_talking_heads_keep_the_scores_of_a_wrong_key_transpose() -> None:
     # the keys' axis moves with the permutes around the head-mixing layer, so the scores
     # reach the softmax even where a wrong transpose left their sizes unknown (CaiT)
-    source = """\
-    import torch.nn as nn
-
-    class TalkingHeadAttn(nn.Module):
-        def __init__(self, dim, num_heads):
-            super().__init__()
-            self.num_heads = num_heads
-            self.scale = (dim // num_heads) ** -0.5
-            self.qkv = nn.Linear(dim, dim * 3)
-            self.proj_l = nn.Linear(num_heads, num_heads)
-
-        def forward(self, x):
-            B, N, C = x.shape
-            qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, C // self.num_heads)
-            q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
-            attn = (q * self.scale) @ k.transpose(1, 2)
-            attn = self.proj_l(attn.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
-            attn = attn.softmax(dim=-1)
-            return (attn @ v).transpose(1, 2).reshape(B, N, C)
-    """
+    source = _CAIT_TALKING_HEADS.replace("k.transpose(-2, -1)", "k.transpose(1, 2)")
     assert (15, "SC201") in findings(source)
     assert not findings(source.replace("k.transpose(1, 2)", "k.transpose(-2, -1)"))
 

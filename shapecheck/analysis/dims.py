@@ -93,10 +93,8 @@ class Dim:
     factors: tuple[Atom, ...] = ()
     assumes: frozenset[Quotient] = field(default=frozenset(), compare=False)
 
-    @staticmethod
-    @functools.lru_cache(
-        maxsize=1024
-    )  # one record per literal: every ``1``, ``-1``, ``2`` the code holds
+    @staticmethod  # one record per literal: every ``1``, ``-1``, ``2`` the code holds
+    @functools.lru_cache(maxsize=1024)
     def constant(value: int) -> Dim:
         return Dim(value)
 

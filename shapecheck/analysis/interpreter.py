@@ -15,7 +15,7 @@ import weakref
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeGuard
 
 from shapecheck.analysis.annotations import (
     Bindings,
@@ -597,7 +597,7 @@ class Interpreter:
     def _pinned_by(self, test: ast.expr) -> dict[Dim, int]:
         """``n_rep == 1`` (a size the code names, against a number other than 0): that size,
         where the test holds, is the number."""
-        if not isinstance(test, ast.Compare) or [type(op) for op in test.ops] != [ast.Eq]:
+        if not _is_equality(test):
             return {}
         name, number = test.left, test.comparators[0]
         if isinstance(name, ast.Constant):
@@ -628,7 +628,7 @@ class Interpreter:
     def _asserted_alike(self, test: ast.expr) -> None:
         """``assert query.size() == key.size()`` (Longformer's sliding-window scores): past
         it, a tensor of unknown rank has the other's shape."""
-        if not isinstance(test, ast.Compare) or [type(op) for op in test.ops] != [ast.Eq]:
+        if not _is_equality(test):
             return
         sides = [_shape_receiver(side) for side in (test.left, *test.comparators)]
         keys = [dotted_name(side) if side is not None else None for side in sides]
@@ -2958,6 +2958,11 @@ def _dropped_tail(node: ast.Subscript) -> int | None:
     return -upper if upper is not None and upper < 0 else None
 
 
+def _is_equality(test: ast.expr) -> TypeGuard[ast.Compare]:
+    """``a == b``, one comparison (a branch's or an ``assert``'s test)."""
+    return isinstance(test, ast.Compare) and [type(op) for op in test.ops] == [ast.Eq]
+
+
 def _is_text(node: ast.expr | None) -> bool:
     """A string literal (a dict's key); ``None`` is a ``**`` splat's."""
     return isinstance(node, ast.Constant) and isinstance(node.value, str)
@@ -3150,8 +3155,11 @@ def _index_of(piece: ast.expr, fact: Fact | None) -> TensorFact | None:
     PyTorch reads as one (``x[:, [-1], :]`` keeps the axis, one long)."""
     if isinstance(fact, TensorFact):
         return fact
-    integers = isinstance(fact, TupleFact) and all(isinstance(i, IntFact) for i in fact.items)
-    if isinstance(piece, ast.List) and isinstance(fact, TupleFact) and integers:
+    if (
+        isinstance(piece, ast.List)
+        and isinstance(fact, TupleFact)
+        and all(isinstance(item, IntFact) for item in fact.items)
+    ):
         return TensorFact((Dim.constant(len(fact.items)),), dtype="int64", origin=piece)
     return None
 
