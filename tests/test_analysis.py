@@ -2523,11 +2523,19 @@ def test_a_return_where_a_test_pins_a_size_is_written_as_the_others() -> None:
             repeated = repeat_kv(x, n)
             differs = repeat_unless_two(x, n)
             return repeated, differs
+
+        def g(module, x):
+            b, kv, s, d = x.shape
+            grouped = repeat_kv(x, module.num_key_value_groups)
+            return grouped
         """
     shapes = _shapes_in(source, "f")
     assert shapes["repeated"] == "[b, kv*n, s, d]"
     # where n_rep is 2, kv is not kv * n_rep: the sizes stay apart
     assert shapes["differs"] == "[b, ?, s, d]"
+    # a value the caller does not know, tested before it is used as a size: the size it is
+    # there (Hugging Face's ``repeat_kv(key, module.num_key_value_groups)``)
+    assert _shapes_in(source, "g")["grouped"] == "[b, kv*module.num_key_value_groups, s, d]"
 
 
 def test_an_attribute_copied_from_a_size_is_that_size_in_the_layers_tensors() -> None:

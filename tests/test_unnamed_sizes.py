@@ -278,6 +278,16 @@ def test_two_unnamed_sizes_broadcast_to_their_larger() -> None:
     assert broadcast_shapes(q, q) == q
 
 
+def test_two_named_sizes_that_may_be_equal_broadcast_to_their_larger() -> None:
+    """Named apart (the keys' batch unpacked in a helper as ``batch``, the queries' as
+    ``b``), two sizes may still be equal: their broadcast is the larger. Two that cannot be
+    equal (``2`` and ``3``) have none: PyTorch raises there."""
+    b, batch = Dim.symbol("b"), Dim.symbol("batch")
+    two, three = Dim.constant(2), Dim.constant(3)
+    assert format_shape(broadcast_shapes((b, two), (batch, three))) == "[max(b, batch), ?]"
+    assert format_shape(broadcast_shapes((b, b * two), (b, b * three))) == "[b, ?]"
+
+
 def test_the_scores_of_two_parameters_have_a_known_batch() -> None:
     """The sizes a matrix product broadcasts."""
     text = HEADER + CROSS_ATTENTION

@@ -298,11 +298,11 @@ _BROADCAST_OF: dict[Symbol, frozenset[Dim]] = {}
 
 
 def broadcast(first: Dim, second: Dim) -> Dim:
-    """The size broadcasting gives two unnamed sizes (the queries' batch ``query.shape[0]``
-    and the keys' ``key.shape[0]``, which two callers hand apart): PyTorch needs them equal
-    or one of them 1, so it is the larger, ``max(a, b)``. One unnamed size, the same for the
-    same sizes in any order, and for its broadcast with any of them again (the weights'
-    batch with the values')."""
+    """The size broadcasting gives two sizes that may be equal (the queries' batch
+    ``query.shape[0]`` and the keys' ``key.shape[0]``, which two callers hand apart): PyTorch
+    needs them equal or one of them 1, so it is the larger, ``max(a, b)``: one unnamed size,
+    the same for the same sizes in any order, and for its broadcast with any of them again
+    (the weights' batch with the values')."""
     parts = _broadcast_parts(first) | _broadcast_parts(second)
     if len(parts) == 1:
         return first

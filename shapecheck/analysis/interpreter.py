@@ -609,7 +609,13 @@ class Interpreter:
         ):
             return {}
         written = dotted_name(name)
-        size = self.env.get(written) if written is not None else None
+        if written is None:
+            return {}
+        size = self.env.get(written)
+        if isinstance(size, Unknown):
+            # a value of its caller's not yet used as a size (``repeat_kv(key,
+            # module.num_key_value_groups)``): the size it is where the function uses it so
+            size = IntFact(self.symbol(written))
         if not isinstance(size, IntFact) or not size.dim.factors or size.dim.has_unknown:
             return {}
         return {size.dim: number.value}

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from shapecheck.analysis.dims import Dim, broadcast
+from shapecheck.analysis.dims import Dim, broadcast, provably_different
 from shapecheck.analysis.facts import (
     DtypeOf,
     Fact,
@@ -251,7 +251,9 @@ def broadcast_shapes(
     on one side only is the result's: the unknown one must be it or 1 (``scores + bias`` of
     ``[1, ?, ?, ?]`` keeps the scores' ``[B, H, L, L]``); so is a named size beside an
     unnamed one, and an unnamed one beside an unknown. Two unnamed sizes, which may be equal
-    or not, give their broadcast (``dims.broadcast``: the larger), never a mismatch."""
+    or not, give their broadcast (``dims.broadcast``: the larger), never a mismatch; so do
+    two named ones that may be equal (the batch of the queries and that of the keys, which
+    a helper named apart): PyTorch needs them equal or one of them 1."""
     if left is None or right is None:
         return None
     rank = max(len(left), len(right))
@@ -263,7 +265,7 @@ def broadcast_shapes(
             shape.append(a)
         elif a.value == 1 or _known(a) < _known(b):
             shape.append(b)
-        elif _known(a) == _known(b) == 1:
+        elif _known(a) == _known(b) > 0 and not provably_different(a, b):
             shape.append(broadcast(a, b))
         else:
             shape.append(Dim.symbol("?"))
