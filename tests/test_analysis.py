@@ -11,7 +11,13 @@ from shapecheck.analysis import analyse
 from shapecheck.analysis.dims import Dim, format_shape
 from shapecheck.analysis.facts import IntFact, TensorFact
 from shapecheck.analysis.interpreter import may_declare
-from shapecheck.analysis.layout import Layout, faithful_order, plan_view, reinterpreted_axis
+from shapecheck.analysis.layout import (
+    Layout,
+    faithful_order,
+    heads_split_apart,
+    plan_view,
+    reinterpreted_axis,
+)
 from shapecheck.linter import lint_source
 from shapecheck.rule import all_rules
 
@@ -33,6 +39,26 @@ def test_products_are_normalised_and_divide_back() -> None:
     assert (Dim.constant(6) * H).floordiv(Dim.constant(3)) == Dim.constant(2) * H
     assert D.floordiv(H) != D and str(D.floordiv(H)) == "D//H"
     assert Dim.symbol("B") != B  # same name, another size
+
+
+def _halved_width_and_heads() -> tuple[Dim, Dim, Dim]:
+    """Grounding DINO's bi-attention: ``config.encoder_ffn_dim // 2`` wide, in
+    ``config.encoder_attention_heads // 2`` heads, each the one over the other wide."""
+    width = Dim.symbol("ffn").floordiv(Dim.constant(2))
+    heads = Dim.symbol("heads").floordiv(Dim.constant(2))
+    return width, heads, width.floordiv(heads)
+
+
+def test_a_quotient_over_a_quotient_of_it_divides_back() -> None:
+    width, heads, depth = _halved_width_and_heads()
+    assert width.floordiv(depth) == heads
+
+
+def test_heads_of_halved_sizes_are_seen_split_apart() -> None:
+    width, heads, depth = _halved_width_and_heads()
+    moved = heads_split_apart(width, (B, heads, L, depth))
+    assert moved is not None and moved.dim == L
+    assert heads_split_apart(width, (B, L, heads, depth)) is None
 
 
 # --- PyTorch's view rule ----------------------------------------------------------------

@@ -253,6 +253,15 @@ class Dim:
             assumed.add(quotient)
         assumed |= dividend.assumes | divisor.assumes
         remaining = _without(list(dividend.factors), dividend.coefficient, divisor)
+        shared = None if remaining is not None else _sharing_quotient(dividend, divisor)
+        if shared is not None:
+            # (a // b) * x // y is (a * x) // (b * y), taking a // b as exact, where a and y
+            # share a size that then cancels: (E // 2) // (E // H) is H // 2
+            rest = list(dividend.factors)
+            rest.remove(shared)
+            dividend = Dim(dividend.coefficient, tuple(rest)) * shared.numerator
+            divisor = divisor * shared.denominator
+            remaining = _without(list(dividend.factors), dividend.coefficient, divisor)
         if remaining is not None:
             factors, coefficient = remaining
             return Dim(coefficient, tuple(factors), frozenset(assumed))
@@ -329,6 +338,13 @@ def written(number: int) -> str:
         return str(number)
     except ValueError:
         return f"<a {round(number.bit_length() * math.log10(2))}-digit number>"
+
+
+def _sharing_quotient(dividend: Dim, divisor: Dim) -> Quotient | None:
+    """A quotient among ``dividend``'s factors whose numerator shares a size with ``divisor``."""
+    return next(
+        (q for q in dividend.quotients if set(q.numerator.factors) & set(divisor.factors)), None
+    )
 
 
 def _without(factors: list[Atom], coefficient: int, divisor: Dim) -> tuple[list[Atom], int] | None:

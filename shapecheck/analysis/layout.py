@@ -378,7 +378,9 @@ def heads_split_apart(width: Dim, new: tuple[Dim, ...]) -> Reinterpretation | No
         return None  # a literal in between proves nothing (along 1, nothing moves)
     depth, between = new[-1], new[-2]
     heads = width.floordiv(depth)
-    if heads * depth != width or not heads.is_named or between == heads:
+    # the width over the heads is the head size (a product of nested quotients may not
+    # simplify back to the width: Grounding DINO's halved width and heads)
+    if width.floordiv(heads) != depth or not heads.is_named or between == heads:
         return None
     leading = product(new[:-2])
     rest = leading.floordiv(heads)
