@@ -4,15 +4,16 @@ from collections.abc import Iterator
 
 from shapecheck.analysis import ModuleAnalysis
 from shapecheck.analysis.dims import format_shape
-from shapecheck.analysis.observations import MaskBroadcast
+from shapecheck.analysis.observations import AttentionScores, MaskBroadcast
 from shapecheck.rule import Rule, Violation, assuming
 
 
 class MaskBroadcastRule(Rule):
     """
     ## What it does
-    Finds masks applied to attention scores `[B, H, Lq, Lk]` (by `masked_fill`, `torch.where`,
-    addition, or `attn_mask=` of `F.scaled_dot_product_attention`) whose axes line up with the
+    Finds masks applied to attention scores `[B, H, Lq, Lk]` (a matrix product a softmax
+    takes; by `masked_fill`, `torch.where`, addition, or `attn_mask=` of
+    `F.scaled_dot_product_attention`) whose axes line up with the
     wrong axes when broadcast: a padding mask `[B, L]` turned into `[B, 1, L, 1]` (it masks
     queries, not keys), `[B, 1, Lk]` whose batch axis falls under the heads, or a mask built
     from the queries' sequence on cross-attention scores.
@@ -45,7 +46,12 @@ class MaskBroadcastRule(Rule):
     summary = "mask whose axes broadcast onto the wrong axes of the attention scores"
 
     def check(self, analysis: ModuleAnalysis) -> Iterator[Violation]:
+        # scores are attention scores where a softmax takes them (Mamba's projections, which
+        # a bias is added to, are matrix products too)
+        normalised = {scores.product.node for scores in analysis.observations(AttentionScores)}
         for mask in analysis.observations(MaskBroadcast):
+            if mask.product is not None and mask.product.node not in normalised:
+                continue
             mask_shape, scores_shape = (
                 format_shape(mask.mask_shape),
                 format_shape(mask.scores_shape),

@@ -2564,6 +2564,32 @@ def test_a_return_where_a_test_pins_a_size_is_written_as_the_others() -> None:
     assert _shapes_in(source, "g")["grouped"] == "[b, kv*module.num_key_value_groups, s, d]"
 
 
+def test_a_loop_over_a_range_binds_an_int_index() -> None:
+    """``for idx in range(n)`` (and the first of ``for i, x in enumerate(xs)``) binds an int:
+    ``segmentation[idx]`` takes one item, dropping the first axis. Where ``range`` is another
+    function, the index is unknown."""
+    source = """\
+        import torch
+
+        def f(x):
+            b, l, d = x.shape
+            for idx in range(b):
+                item = x[idx]
+            for i, row in enumerate(x):
+                counted = x[i]
+            return item, counted
+
+        def g(x, range):
+            b, l, d = x.shape
+            for idx in range(b):
+                item = x[idx]
+            return item
+        """
+    shapes = _shapes_in(source, "f")
+    assert shapes["item"] == shapes["counted"] == "[l, d]"
+    assert _shapes_in(source, "g")["item"] == "?"
+
+
 def test_an_attribute_copied_from_a_size_is_that_size_in_the_layers_tensors() -> None:
     """``self.num_heads = config.num_attention_heads`` after ``config.num_attention_heads``
     sized ``self.head_size``: one size, also in the parameter ``__init__`` makes of it, so a

@@ -939,6 +939,40 @@ def test_a_decomposed_relative_position_bias_is_no_query_mask() -> None:
     assert [d.code for d in found if d.code == "SC404"] == []
 
 
+SELECTIVE_SCAN = """\
+import torch
+import torch.nn as nn
+
+
+class Mixer(nn.Module):
+    def __init__(self, heads, width, rank):
+        super().__init__()
+        self.dt_weight = nn.Parameter(torch.ones(heads, width, rank))
+        self.dt_bias = nn.Parameter(torch.ones(heads, width))
+
+    def forward(self, steps, pad):
+        heads, batch, rank, length = steps.shape
+        dt = self.dt_weight[:, None] @ steps
+        for head in range(heads):
+            shifted = dt[head] + self.dt_bias[head][..., None]
+        return shifted
+"""
+
+
+def test_a_bias_on_a_product_no_softmax_takes_is_no_query_mask() -> None:
+    """Mamba's time steps are a matrix product (``dt_proj_weight @ steps``), and a bias per
+    channel is added along their next-to-last axis: no softmax takes them, so they are no
+    attention scores and the bias masks nothing. The same product taken by a softmax over
+    its last axis is scores, and the same bias masks its queries."""
+    rules = [rule() for rule in all_rules()]
+    quiet = lint_source(SELECTIVE_SCAN.encode(), "scan.py", rules).diagnostics
+    assert _bound(SELECTIVE_SCAN, "Mixer.forward", "shifted") == "[batch, width, length]"
+    assert [d.code for d in quiet if d.code == "SC404"] == []
+    normalised = SELECTIVE_SCAN.replace("return shifted", "return shifted.softmax(dim=-1)")
+    found = lint_source(normalised.encode(), "scan.py", rules).diagnostics
+    assert [d.code for d in found if d.code == "SC404"] == ["SC404"]
+
+
 RELATIVE_SHIFT = """\
 import torch
 import torch.nn as nn

@@ -664,11 +664,31 @@ class Interpreter:
             self.eval(statement.test)
         else:
             self.eval(statement.iter)
-            self._bind(statement.target, UNKNOWN)
+            self._bind(statement.target, self._loop_item(statement.iter, statement.target))
         before, assigned = dict(self.env), set(self.assigned)
         self.run_block(statement.body)
         self.env = self._joined(before, assigned, [before, self.env])
         self.run_block(statement.orelse)
+
+    def _loop_item(self, iterable: ast.expr, target: ast.expr) -> Fact:
+        """What a ``for`` loop binds each time round: an int from ``range(...)`` (an index:
+        ``segmentation[idx]`` takes one item), and as the first of two names from
+        ``enumerate(...)``; else unknown. The int is a size of its own for each loop (its
+        value changes as the loop runs)."""
+        if not isinstance(iterable, ast.Call) or not isinstance(iterable.func, ast.Name):
+            return UNKNOWN
+        called = self._name(iterable.func.id)
+        name = called.name if isinstance(called, QualifiedName) else None
+        if name == "builtins.range" and isinstance(target, ast.Name):
+            return IntFact(Dim.symbol(target.id))
+        if (
+            name == "builtins.enumerate"
+            and isinstance(target, ast.Tuple)
+            and len(target.elts) == 2
+            and isinstance(index := target.elts[0], ast.Name)
+        ):
+            return TupleFact((IntFact(Dim.symbol(index.id)), UNKNOWN))
+        return UNKNOWN
 
     def _try(self, statement: ast.Try | ast.TryStar) -> None:
         before, assigned = dict(self.env), set(self.assigned)
@@ -1158,7 +1178,7 @@ class Interpreter:
             return FunctionRef(self.context.functions[name])
         if name in self.context.classes or name in self.context.class_names:
             return ClassRef(name)
-        if name in ("float", "int", "len", "getattr", "map", "dict"):
+        if name in ("float", "int", "len", "getattr", "map", "dict", "range", "enumerate"):
             return QualifiedName(f"builtins.{name}")
         if name == "self" and (instance := self._own_instance()) is not None:
             return instance

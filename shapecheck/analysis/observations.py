@@ -235,6 +235,8 @@ class MaskBroadcast:
     masks_queries: bool  # [B, 1, L, 1]: blocks padded queries instead of padded keys
     guess: str | None = None
     """What the shapes rest on, if a guess."""
+    product: Product | None = None
+    """The matrix product the masked scores came from (``None``: a kernel's scores)."""
 
 
 @dataclass(frozen=True)

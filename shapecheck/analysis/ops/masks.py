@@ -11,6 +11,7 @@ from shapecheck.analysis.facts import (
     OPPOSITE_POLARITY,
     Fact,
     IntFact,
+    Product,
     ScalarFact,
     TensorFact,
 )
@@ -173,7 +174,9 @@ def check_mask(context: OpContext, scores: TensorFact, mask: Fact, node: ast.AST
     tensor = as_tensor(mask)
     if not scores.is_scores or tensor is None:
         return
-    check_mask_axes(context, tensor, scores.shape, node, scores.guess or tensor.guess)
+    check_mask_axes(
+        context, tensor, scores.shape, node, scores.guess or tensor.guess, scores.product
+    )
 
 
 def check_mask_axes(
@@ -182,18 +185,31 @@ def check_mask_axes(
     scores: tuple[Dim, ...] | None,
     node: ast.AST,
     guess: str | None = None,
+    product: Product | None = None,
 ) -> None:
+    """``product``: the matrix product the masked scores came from (``None``: the scores of a
+    kernel, ``scaled_dot_product_attention``'s)."""
     if mask.shape is None or scores is None:
         return
     misplaced = misaligned_axis(mask.shape, scores)
     if misplaced is not None:
         context.observe(
-            MaskBroadcast(node, mask.shape, scores, misplaced, masks_queries=False, guess=guess)
+            MaskBroadcast(
+                node,
+                mask.shape,
+                scores,
+                misplaced,
+                masks_queries=False,
+                guess=guess,
+                product=product,
+            )
         )
     elif masks_queries(mask.shape, scores):
         axis = len(mask.shape) - 2
         context.observe(
-            MaskBroadcast(node, mask.shape, scores, axis, masks_queries=True, guess=guess)
+            MaskBroadcast(
+                node, mask.shape, scores, axis, masks_queries=True, guess=guess, product=product
+            )
         )
 
 
