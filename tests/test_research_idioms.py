@@ -1007,6 +1007,38 @@ def test_the_relative_shift_of_transformer_xl_is_no_head_split() -> None:
     assert [d.code for d in found if d.code in ("SC102", "SC103")] == []
 
 
+FUNNEL_SHIFT = """\
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+
+def relative_shift(scores, context_len: int, shift: int):
+    batch_size, n_head, seq_len, max_rel_len = scores.shape
+    scores = torch.reshape(scores, [batch_size, n_head, max_rel_len, seq_len])
+    scores = scores[:, :, shift:, :]
+    scores = torch.reshape(scores, [batch_size, n_head, seq_len, max_rel_len - shift])
+    return scores[..., :context_len]
+
+
+def positional_scores(q: Float[Tensor, "b l h d"], r: Float[Tensor, "p h d"]):
+    return relative_shift(torch.einsum("binh,jnh->bnij", q, r), q.shape[1], 1)
+"""
+
+
+def test_funnels_relative_shift_of_position_scores_is_no_head_split() -> None:
+    """Funnel Transformer's relative shift drops rows instead of padding a column: the
+    product of queries and positions, ``[b, h, l, p]``, is read as ``[b, h, p, l]`` on
+    purpose. Known in its caller's sizes (each function is interpreted after its callers),
+    the view is still no head split; the same view of keys, which no product made, is."""
+    rules = [rule() for rule in all_rules()]
+    found = lint_source(FUNNEL_SHIFT.encode(), "shift.py", rules).diagnostics
+    assert [d.code for d in found if d.code in ("SC102", "SC103")] == []
+    keys = FUNNEL_SHIFT.replace('torch.einsum("binh,jnh->bnij", q, r)', "q.transpose(1, 2)")
+    found = lint_source(keys.encode(), "shift.py", rules).diagnostics
+    assert [(d.line, d.code) for d in found if d.code in ("SC102", "SC103")] == [(8, "SC102")]
+
+
 PARTIAL = """\
 from functools import partial
 

@@ -51,6 +51,7 @@ from shapecheck.analysis.interpreter import (
 )
 from shapecheck.analysis.lattice import join
 from shapecheck.analysis.observations import AttentionScores
+from shapecheck.analysis.order import callers_first
 from shapecheck.diagnostics import Diagnostic, input_error
 from shapecheck.source import Lines
 
@@ -400,15 +401,18 @@ def analyse(
     # (top-level code is read alone: it seldom computes attention)
     context.project = checking(path, module, context, globals_)
     jobs = list(_jobs(context, top_definitions, globals_, None, ""))
-    outputs = [_analyse_function(context, *job) for job in jobs]
-    # Second pass: a function called in this module, or by a module of its folder, learns its
-    # parameters from its callers (a helper handed an already scaled query must not be told
-    # it forgot the scale; ``self.attention(q, k, v)`` in another file says q is 4-D).
+    # A function called in this module, or by a module of its folder, learns its parameters
+    # from its callers (a helper handed an already scaled query must not be told it forgot
+    # the scale; ``self.attention(q, k, v)`` in another file says q is 4-D): callers go
+    # first, and a function a caller placed after it turned out to call (a cycle, a layer
+    # handed in) is interpreted again with what every call hands it.
     _handed_from_neighbours(context, module)
-    context.parameter_facts = _parameter_facts(context)
+    outputs: list[list[FunctionFacts | TooDeep]] = [[] for _ in jobs]
+    for index in callers_first([(job[0], job[3]) for job in jobs], text):
+        outputs[index] = _analyse_function(context, *jobs[index])
     context.call_sites_frozen = True
     for index, job in enumerate(jobs):
-        if any(output.node in context.parameter_facts for output in outputs[index]):
+        if any(_told_more(context, output.node) for output in outputs[index]):
             outputs[index] = _analyse_function(context, *job)
     for output in outputs:
         for result in output:
@@ -572,24 +576,29 @@ def _handed_from_neighbours(context: ModuleContext, module: ast.Module) -> None:
             context.handed_by.setdefault(method, handed.caller)
 
 
-def _parameter_facts(context: ModuleContext) -> dict[FunctionNode, dict[str, Fact]]:
-    """For each function called in the module, what every call agrees its arguments are."""
-    facts: dict[FunctionNode, dict[str, Fact]] = {}
-    for function, sites in context.call_sites.items():
-        if not sites or any(site is None for site in sites):
-            continue
-        known = [site for site in sites if site is not None]
-        names = [name for name in known[0] if all(name in site for site in known)]
-        joined: dict[str, Fact] = {}
-        for name in names:
-            merged: Fact | None = None
-            for site in known:
-                merged = site[name] if merged is None else join(merged, site[name])
-            if merged is not None and not isinstance(merged, Unknown):  # callers know nothing
-                joined[name] = merged  # leave the function its own assumptions
-        if joined:
-            facts[function] = _sizes_callers_name_apart(joined, known)
-    return facts
+def _parameter_facts(context: ModuleContext, function: FunctionNode) -> dict[str, Fact] | None:
+    """What every call of ``function`` so far agrees its arguments are (``None``: nothing)."""
+    sites = context.call_sites.get(function)
+    if not sites or any(site is None for site in sites):
+        return None
+    known = [site for site in sites if site is not None]
+    names = [name for name in known[0] if all(name in site for site in known)]
+    joined: dict[str, Fact] = {}
+    for name in names:
+        merged: Fact | None = None
+        for site in known:
+            merged = site[name] if merged is None else join(merged, site[name])
+        if merged is not None and not isinstance(merged, Unknown):  # callers know nothing
+            joined[name] = merged  # leave the function its own assumptions
+    return _sizes_callers_name_apart(joined, known) if joined else None
+
+
+def _told_more(context: ModuleContext, function: FunctionNode | ast.Module) -> bool:
+    """Did a call of ``function`` come after it was interpreted, and change what its callers
+    agree its parameters are?"""
+    if isinstance(function, ast.Module):
+        return False
+    return _parameter_facts(context, function) != context.parameter_facts.get(function)
 
 
 def _sizes_callers_name_apart(
@@ -641,7 +650,11 @@ def _analyse_function(
     model: ClassModel | None,
     name: str,
 ) -> list[FunctionFacts | TooDeep]:
-    arguments = context.parameter_facts.get(node)
+    arguments = _parameter_facts(context, node)
+    if arguments is None:
+        context.parameter_facts.pop(node, None)
+    else:
+        context.parameter_facts[node] = arguments
     interpreter = Interpreter(context, class_model=model)
     interpreter.inherit(node, closure)
     try:

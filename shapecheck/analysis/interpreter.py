@@ -192,7 +192,7 @@ class ModuleContext:
     """Arguments at each call of a module function (``None``: not mappable, e.g. ``*args``)."""
     call_sites_frozen: bool = False
     parameter_facts: dict[FunctionNode, dict[str, Fact]] = field(default_factory=dict)
-    """What the callers in this module agree each parameter is."""
+    """What the callers agreed each parameter was when the function was last interpreted."""
     handed_by: dict[FunctionNode, str] = field(default_factory=dict)
     """Functions whose call sites include another module's (see ``ProjectScope.callers``)."""
     attribute_names: dict[ast.Attribute, ast.Name] = field(default_factory=dict)

@@ -136,11 +136,13 @@ def _view_like(call: OpCall, sizes: list[Dim | None] | None, *, copies: bool) ->
         ):
             moved = heads_split_apart(width, shape)
         # Transformer-XL's relative shift exchanges the last two sizes of its scores on
-        # purpose: on the way back, sizes a view of values of unknown shape chose; either
-        # way, lengths read off the scores, named by no code (counted: a padded length the
-        # view's count gives back). No axis there is known to hold what its size names.
+        # purpose (padded first, or Funnel's, which drops rows after: a product of queries
+        # and positions, never a tensor a split or merge of heads views): on the way back,
+        # sizes a view of values of unknown shape chose; either way, lengths read off the
+        # scores, named by no code (counted: a padded length the view's count gives back).
+        # No axis there is known to hold what its size names.
         guessed = moved is not None and moved.guess is not None
-        shift = (exchanged and receiver.resized is not None) or (
+        shift = (exchanged and (receiver.resized is not None or receiver.product is not None)) or (
             guessed and _exchanges_last_two(counted, shape)
         )
         if moved is not None and not shift:

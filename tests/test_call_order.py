@@ -1,0 +1,191 @@
+"""Callers are interpreted before what they call (``shapecheck.analysis.order``): each
+function once, knowing what every caller hands it, and what a caller learnt from its own
+callers reaches the functions it calls."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+import pytest
+
+from shapecheck.analysis import analyse
+from shapecheck.analysis.facts import FunctionNode
+from shapecheck.analysis.interpreter import Interpreter
+from shapecheck.analysis.order import callers_first
+from shapecheck.linter import lint_source
+from shapecheck.rule import all_rules
+
+
+def findings(source: str) -> list[tuple[int, str]]:
+    code = textwrap.dedent(source)
+    result = lint_source(code.encode(), "example.py", [rule() for rule in all_rules()])
+    return [(d.line, d.code) for d in result.diagnostics]
+
+
+def order_of(source: str) -> list[str]:
+    """The qualified names of the module's functions and methods, in the order interpreted."""
+    code = textwrap.dedent(source)
+    functions: list[tuple[FunctionNode, str]] = []
+
+    def collect(body: list[ast.stmt], prefix: str) -> None:
+        for statement in body:
+            if isinstance(statement, ast.FunctionDef):
+                functions.append((statement, prefix + statement.name))
+            elif isinstance(statement, ast.ClassDef):
+                collect(statement.body, f"{prefix}{statement.name}.")
+
+    collect(ast.parse(code).body, "")
+    return [functions[index][1] for index in callers_first(functions, code)]
+
+
+LAYERS = """\
+import torch
+
+
+def scores(q, k):
+    return q @ k.transpose(-2, -1)
+
+
+class Attention(torch.nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.q = torch.nn.Linear(width, width)
+
+    def split(self, x):
+        return x
+
+    def forward(self, x):
+        q = self.split(self.q(x))
+        return scores(q, q).softmax(-1)
+
+
+class Block(torch.nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.attn = Attention(width)
+
+    def forward(self, x):
+        return self.attn(x)
+"""
+
+
+def test_callers_come_before_what_they_call() -> None:
+    """A helper after the method that names it, a layer's methods after the class that
+    builds it; the rest in the order written."""
+    assert order_of(LAYERS) == [
+        "Attention.__init__",
+        "Block.__init__",
+        "Block.forward",
+        "Attention.forward",
+        "scores",
+        "Attention.split",
+    ]
+
+
+def test_calls_that_go_round_keep_the_order_written() -> None:
+    source = """\
+    def even(n):
+        return n == 0 or odd(n - 1)
+
+    def odd(n):
+        return n != 0 and even(n - 1)
+
+    def main():
+        return odd(3)
+    """
+    assert order_of(source) == ["main", "even", "odd"]
+
+
+def test_a_method_that_names_itself_waits_for_no_one() -> None:
+    """``forward`` calling ``super().forward`` mentions its own name: waiting for every
+    ``forward`` would make each wait for itself. It waits for no ``forward`` (the base's
+    then runs first and again once the subclass's has called it)."""
+    source = """\
+    class Base:
+        def forward(self, x):
+            return self.helper(x)
+
+        def helper(self, x):
+            return x
+
+
+    class Child(Base):
+        def forward(self, x):
+            return super().forward(x)
+    """
+    assert order_of(source) == ["Base.forward", "Base.helper", "Child.forward"]
+
+
+def interpretations(source: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """How often each function of ``source`` is interpreted as itself (not inlined)."""
+    counts: dict[str, int] = {}
+    original = Interpreter.run_function
+
+    def counting(self: Interpreter, node: FunctionNode, *args: object) -> object:
+        if self.record:
+            counts[node.name] = counts.get(node.name, 0) + 1
+        return original(self, node, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Interpreter, "run_function", counting)
+    code = textwrap.dedent(source)
+    analyse(ast.parse(code), code)
+    return counts
+
+
+CHAIN = """\
+import torch
+
+
+class Attention(torch.nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.q = torch.nn.Linear(width, width)
+        self.k = torch.nn.Linear(width, width)
+        self.scaling = width ** -0.5
+
+    def forward(self, x):
+        q = self.q(x) * self.scaling
+        return self.attend(q, self.k(x))
+
+    def attend(self, q, k):
+        return self.weights(q, k)
+
+    def weights(self, q, k):
+        return (q @ k.transpose(-2, -1)).softmax(-1)
+"""
+
+
+def test_each_function_is_interpreted_once_after_its_callers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    counts = interpretations(CHAIN, monkeypatch)
+    assert counts == {"__init__": 1, "forward": 1, "attend": 1, "weights": 1}
+
+
+def test_a_function_placed_before_a_caller_is_interpreted_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Calls that go round: the one written first learns its callers' facts only once they
+    have run, so it runs again; the other runs once."""
+    source = """\
+    import torch
+
+    def attend(q, k, depth):
+        if depth:
+            return scaled(q, k, depth - 1)
+        return (q @ k.transpose(-2, -1)).softmax(-1)
+
+    def scaled(q, k, depth):
+        return attend(q * q.shape[-1] ** -0.5, k, depth)
+    """
+    counts = interpretations(source, monkeypatch)
+    assert counts == {"attend": 2, "scaled": 1}
+    assert findings(source) == []
+
+
+def test_what_a_caller_learnt_from_its_callers_reaches_what_it_calls() -> None:
+    """``weights`` is handed the query ``forward`` scaled, through ``attend``: no SC301 (the
+    unsafe fix would scale it twice). Unscaled, it is reported there."""
+    assert findings(CHAIN) == []
+    assert findings(CHAIN.replace(" * self.scaling", "")) == [(19, "SC301")]
