@@ -404,8 +404,8 @@ def analyse(
     # A function called in this module, or by a module of its folder, learns its parameters
     # from its callers (a helper handed an already scaled query must not be told it forgot
     # the scale; ``self.attention(q, k, v)`` in another file says q is 4-D): callers go
-    # first, and a function a caller placed after it turned out to call (a cycle, a layer
-    # handed in) is interpreted again with what every call hands it.
+    # first, and a function interpreted before one of its callers (calls that go round, a
+    # call the names did not foresee) is interpreted again with what every call hands it.
     _handed_from_neighbours(context, module)
     outputs: list[list[FunctionFacts | TooDeep]] = [[] for _ in jobs]
     for index in callers_first([(job[0], job[3]) for job in jobs], text):
