@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from shapecheck.analysis import analyse
+from shapecheck.analysis import analyse, definitions
 from shapecheck.analysis.facts import FunctionNode
 from shapecheck.analysis.interpreter import Interpreter
 from shapecheck.analysis.order import callers_first
@@ -29,11 +29,11 @@ def order_of(source: str) -> list[str]:
     functions: list[tuple[FunctionNode, str]] = []
 
     def collect(body: list[ast.stmt], prefix: str) -> None:
-        for statement in body:
-            if isinstance(statement, ast.FunctionDef):
-                functions.append((statement, prefix + statement.name))
-            elif isinstance(statement, ast.ClassDef):
-                collect(statement.body, f"{prefix}{statement.name}.")
+        for definition in definitions(body):  # as ``analyse`` lists them
+            if isinstance(definition, ast.ClassDef):
+                collect(definition.body, f"{prefix}{definition.name}.")
+            else:
+                functions.append((definition, prefix + definition.name))
 
     collect(ast.parse(code).body, "")
     return [functions[index][1] for index in callers_first(functions, code)]
