@@ -11,7 +11,6 @@ import gc
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -20,6 +19,7 @@ import click
 from shapecheck import __version__
 from shapecheck.config import ConfigError, Settings, find_config, load_settings
 from shapecheck.discovery import discover
+from shapecheck.record import record
 from shapecheck.report import FORMATS, WITH_EDITS, count
 from shapecheck.selection import SelectionError, enabled_codes
 
@@ -293,7 +293,7 @@ def _write_baseline(path: Path, diagnostics: list[Diagnostic]) -> NoReturn:
     sys.exit(EXIT_CLEAN)
 
 
-@dataclass(frozen=True)
+@record
 class Output:
     """How to report: the format, and the flags that shape the report and the exit status."""
 

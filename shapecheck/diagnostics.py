@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from typing import Any, Literal
+
+from shapecheck.record import record
 
 Severity = Literal["error", "warning"]
 
@@ -11,7 +13,7 @@ INPUT_ERROR_CODE = "SC000"
 INPUT_ERROR_NAME = "unreadable-input"
 
 
-@dataclass(frozen=True)
+@record
 class TextEdit:
     """Replace the text from (line, column) to just before (end_line, end_column), 1-based;
     an insertion when both ends are the same place."""
@@ -23,7 +25,7 @@ class TextEdit:
     content: str
 
 
-@dataclass(frozen=True)
+@record
 class FixEdits:
     """A fix as text: applied whole or not at all."""
 
@@ -48,7 +50,7 @@ class FixEdits:
         }
 
 
-@dataclass(frozen=True, order=True)
+@record(order=True)
 class Diagnostic:
     """A finding. Lines and columns are 1-based; ``end_column`` points just past the end."""
 
@@ -85,7 +87,7 @@ _REPORTED = (
 )
 
 
-@dataclass(frozen=True)
+@record
 class FileResult:
     """What checking one file found."""
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from shapecheck.diagnostics import Diagnostic, FileResult, TextEdit, applicable
 from shapecheck.linter import lint_parsed
+from shapecheck.record import record
 from shapecheck.rule import Rule
 from shapecheck.source import Source, parse_source, physical_lines
 
@@ -25,7 +25,7 @@ class FixError(Exception):
     """A fix that cannot be applied; the file is left as it was."""
 
 
-@dataclass(frozen=True)
+@record
 class Fixed:
     """A file after fixing: its new bytes (the original ones when nothing was fixed), what
     remains, and how many findings of each rule were fixed."""

@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
+
+from shapecheck.record import record
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -45,7 +46,7 @@ FixWriter = Callable[["ConcreteTree"], "Replacements | None"]
 offer expected it, which the suite checks never happens on the fixtures)."""
 
 
-@dataclass(frozen=True)
+@record
 class FixOffer:
     description: str
     safe: bool

@@ -18,7 +18,6 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from functools import cached_property
 from typing import TypeGuard
 
@@ -37,6 +36,7 @@ from shapecheck.analysis.facts import (
 from shapecheck.analysis.interpreter import FunctionFacts
 from shapecheck.analysis.layout import Layout
 from shapecheck.analysis.ops.masks import WEAK_FILL
+from shapecheck.record import record
 from shapecheck.source import Lines
 
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
@@ -44,7 +44,7 @@ _LONGEST_NAME = 60
 """An expression named in a hover is cut to this many characters."""
 
 
-@dataclass(frozen=True)
+@record
 class Description:
     """What is known of one value, each part as a person writes it (``None``: not known)."""
 
@@ -105,7 +105,7 @@ class Description:
         }
 
 
-@dataclass(frozen=True)
+@record
 class Note:
     """A description at a place in the file: lines from 1, columns in characters from 0."""
 
@@ -257,7 +257,7 @@ def _own_returns(node: FunctionNode | ast.Module) -> Iterator[ast.Return]:
 # --- names per scope -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class _Scope:
     """The names a reader finds from one function, and, for each size another function named
     (a caller's ``batch``), the name this one gives it (``n``) if it gives it one."""

@@ -50,6 +50,7 @@ from shapecheck.fixer import FixError, fix_source
 from shapecheck.hover import FileShapes
 from shapecheck.linter import lint_source
 from shapecheck.project import know
+from shapecheck.record import record
 from shapecheck.report import count
 from shapecheck.rule import Rule, all_rules, rule_by_code, rule_codes
 from shapecheck.run import failure
@@ -85,7 +86,7 @@ server = LanguageServer(
 )
 
 
-@dataclass(frozen=True)
+@record
 class _Snapshot:
     """A document's text as the editor had it."""
 
@@ -94,7 +95,7 @@ class _Snapshot:
     text: str
 
 
-@dataclass(frozen=True)
+@record
 class _Checked:
     """A snapshot's findings, each with the diagnostic the editor was sent for it."""
 
@@ -171,7 +172,7 @@ class _ClientSettings:
 client_settings = _ClientSettings()
 
 
-@dataclass(frozen=True)
+@record
 class _Analysed:
     """A document's text, its lines, and what can be said of its values (``None``: the text
     does not parse or could not be analysed; its diagnostics say why)."""

@@ -37,10 +37,10 @@ import hashlib
 import os
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from shapecheck.files import read_regular_file
+from shapecheck.record import record
 
 if TYPE_CHECKING:
     import ast
@@ -258,7 +258,7 @@ def installed(path: str) -> bool:
     return not INSTALLED.isdisjoint(path.split(os.sep))
 
 
-@dataclass(frozen=True)
+@record
 class Location:
     """Where a file lies, as imports see it."""
 

@@ -16,12 +16,12 @@ import pkgutil
 import re
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, ClassVar
 
+from shapecheck.record import record
 from shapecheck.selection import COMMENT_FAMILY
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ CODE_PATTERN = re.compile(r"SC(?!000)[0-9]{3}")
 """SC000 is no rule: it reports input that could not be checked."""
 
 
-@dataclass(frozen=True)
+@record
 class Violation:
     """What a rule found: the node to point at, the message, (rarely) a severity other than
     the rule's own, and the fix it offers when there is one right rewrite."""
@@ -76,7 +76,7 @@ class Rule:
         return section.split()[0].rstrip(":,.").lower() if found else None
 
 
-@dataclass(frozen=True)
+@record
 class CommentViolation:
     """What a :class:`SuppressionRule` found: a suppression comment, the message, the fix."""
 

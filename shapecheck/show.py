@@ -14,19 +14,19 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from shapecheck.analysis import analyse
 from shapecheck.analysis.facts import FunctionNode
 from shapecheck.diagnostics import Diagnostic
 from shapecheck.hover import FileShapes, Note
+from shapecheck.record import record
 from shapecheck.source import Source, physical_lines
 
 _NOTE_COLUMN = 60
 _LINES = re.compile(r"([0-9]+)(?:-([0-9]+))?")
 
 
-@dataclass(frozen=True)
+@record
 class Shown:
     """What ``--show-shapes`` says of one file: each selected function with its notes, and an
     SC000 for each selected function the analysis could not follow."""

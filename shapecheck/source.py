@@ -7,16 +7,16 @@ import io
 import sys
 import tokenize
 import warnings
-from dataclasses import dataclass
 from typing import Protocol, cast
 
 from shapecheck.diagnostics import Diagnostic, input_error
+from shapecheck.record import record
 
 STDIN = "-"
 """The path of text that lies nowhere: standard input without ``--stdin-filename``."""
 
 
-@dataclass(frozen=True)
+@record
 class Source:
     path: str
     text: str

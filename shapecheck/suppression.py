@@ -15,9 +15,10 @@ import io
 import re
 import tokenize
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from shapecheck.diagnostics import TextEdit
+from shapecheck.record import record
 from shapecheck.source import physical_lines
 
 _CODES = r"[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*"
@@ -34,7 +35,7 @@ _DIRECTIVE_WORDS = ("noqa", "shapecheck")
 """A word every directive holds: a file without one has none to tokenize for."""
 
 
-@dataclass(frozen=True)
+@record
 class Directive:
     """One line-level suppression comment."""
 

@@ -15,6 +15,7 @@ from shapecheck.analysis.dims import Dim
 from shapecheck.analysis.facts import NONE, UNKNOWN, IntFact, TensorFact, TupleFact, Unknown
 from shapecheck.analysis.lattice import FLOWS, MERGES, Family, flow, join, missing_rules
 from shapecheck.analysis.layout import Layout
+from shapecheck.record import record
 
 B, L, D = (Dim.symbol(name) for name in "BLD")
 SOFTMAX = ast.Name("softmax")
@@ -26,7 +27,7 @@ def test_every_field_has_a_merge_rule_and_a_flow_for_every_family() -> None:
 
 
 def test_a_field_without_rules_is_named() -> None:
-    @dataclasses.dataclass(frozen=True)
+    @record
     class Extended(TensorFact):
         provenance: str = ""
 
@@ -34,7 +35,7 @@ def test_a_field_without_rules_is_named() -> None:
 
 
 def test_a_field_with_a_merge_rule_and_no_flow_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
-    @dataclasses.dataclass(frozen=True)
+    @record
     class Extended(TensorFact):
         provenance: str = ""
 

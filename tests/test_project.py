@@ -65,6 +65,46 @@ def test_mypy_strict() -> None:
     assert process.returncode == 0, process.stdout + process.stderr
 
 
+@pytest.mark.skipif(importlib.util.find_spec("mypy") is None, reason="mypy not installed")
+def test_mypy_rejects_a_write_to_a_record(tmp_path: Path) -> None:
+    # records are plain dataclasses at run time: their immutability rests on this check
+    program = tmp_path / "writes.py"
+    written = (
+        "from shapecheck.record import record\n\n"
+        "@record\nclass Size:\n    value: int\n\n"
+        "@record(order=True)\nclass Place:\n    line: int\n\n"
+        "size = Size(1)\nplaces = sorted([Place(2), Place(1)])\n"
+        "sizes = {size}\n"
+    )
+    arguments = ("-m", "mypy", "--strict", "--no-incremental", str(program))
+    program.write_text(written)
+    clean = run_python(*arguments)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    program.write_text(written + "size.value = 2\nplaces[0].line = 3\n")
+    writes = run_python(*arguments)
+    assert writes.returncode == 1
+    assert writes.stdout.count("is read-only") == 2, writes.stdout
+
+
+def test_records_hash_compare_and_order_by_their_fields() -> None:
+    from dataclasses import replace
+
+    from shapecheck.record import record
+
+    @record
+    class Size:
+        value: int
+
+    @record(order=True)
+    class Place:
+        line: int
+
+    assert Size(1) == Size(1) != Size(2)
+    assert len({Size(1), Size(1), Size(2)}) == 2
+    assert replace(Size(1), value=2) == Size(2)
+    assert sorted([Place(2), Place(1)]) == [Place(1), Place(2)]
+
+
 def test_installed_package_finds_its_rules() -> None:
     # the test environment is an editable install: the rules must be discovered through it
     from shapecheck.rule import all_rules

@@ -53,6 +53,7 @@ from shapecheck.analysis.lattice import join
 from shapecheck.analysis.observations import AttentionScores
 from shapecheck.analysis.order import callers_first
 from shapecheck.diagnostics import Diagnostic, input_error
+from shapecheck.record import record
 from shapecheck.source import Lines
 
 ObservationT = TypeVar("ObservationT")
@@ -436,7 +437,7 @@ def analyse(
     )
 
 
-@dataclass(frozen=True)
+@record
 class Specialised:
     """A class of the module analysed again in the sizes one construction gives it: what the
     rules find there and not in the class alone is true of the code only as so built."""
@@ -518,7 +519,7 @@ def _attends(node: ast.ClassDef) -> bool:
     return False
 
 
-@dataclass(frozen=True)
+@record
 class TooDeep:
     """A function (by its qualified name), or the module's top-level code, nested deeper than
     Python's stack lets the analysis follow: nothing is known there, and a check says so."""

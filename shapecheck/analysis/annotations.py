@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from shapecheck.analysis.dims import Dim, Symbol, format_shape, provably_different
 from shapecheck.analysis.facts import PrefixedShape, ShapePrefix
+from shapecheck.record import record
 
 Value = tuple[Dim, ...] | PrefixedShape
 """A shape as far as it is known: every axis, or the last ones after a prefix of unknown
@@ -36,7 +37,7 @@ length (a ``*batch``, or another tensor's leading axes)."""
 _variadic_serials = itertools.count(1)
 
 
-@dataclass(frozen=True)
+@record
 class AxisSpec:
     """One axis of an annotation."""
 
@@ -47,7 +48,7 @@ class AxisSpec:
     broadcast: bool = False
 
 
-@dataclass(frozen=True)
+@record
 class ShapeSpec:
     text: str
     axes: tuple[AxisSpec, ...]

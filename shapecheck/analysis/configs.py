@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from shapecheck.analysis.facts import FunctionNode
 from shapecheck.analysis.imported import ProjectScope, classes_in, finished
 from shapecheck.analysis.imports import dotted_name, statements
 from shapecheck.analysis.interpreter import FunctionFacts, parameters
 from shapecheck.analysis.observations import DivisibilityCheck, SizeDivision
+from shapecheck.record import record
 
 _MAX_CALLERS = 6
 """How many constructions deep a parameter's value is followed."""
@@ -36,7 +37,7 @@ _UNKNOWN = ast.Constant(None)
 """Stands for a value assigned in a way not read here (``x += 1``, unpacking)."""
 
 
-@dataclass(frozen=True)
+@record
 class ConfigClass:
     """What a configuration class's code says: the divisions it validates, its dictionaries
     of sizes, and the attribute names it maps onto others (Hugging Face's ``attribute_map``)."""
@@ -56,14 +57,14 @@ class ConfigClass:
         return (self.attribute(numerator), self.attribute(denominator)) in self.checks
 
 
-@dataclass(frozen=True)
+@record
 class Instance:
     """A configuration object."""
 
     config: ConfigClass
 
 
-@dataclass(frozen=True)
+@record
 class Attribute:
     """One of its attributes (``config.hidden_size``)."""
 
@@ -71,7 +72,7 @@ class Attribute:
     name: str
 
 
-@dataclass(frozen=True)
+@record
 class Items:
     """One of its dictionaries (``config.encoder_config``)."""
 

@@ -28,12 +28,14 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
+
+from shapecheck.record import record
 
 _serials = itertools.count(1)
 
 
-@dataclass(frozen=True)
+@record
 class Symbol:
     """A named size; identity is the serial number, the name is for people."""
 
@@ -53,7 +55,7 @@ class Symbol:
         return self.name
 
 
-@dataclass(frozen=True)
+@record
 class Quotient:
     """``numerator // denominator`` that does not divide symbolically.
 
@@ -81,7 +83,7 @@ def _atom_key(atom: Atom) -> tuple[int, str, int]:
     return (1, str(atom), 0)
 
 
-@dataclass(frozen=True)
+@record
 class Dim:
     """``coefficient * factors[0] * factors[1] * …`` with factors kept sorted.
 

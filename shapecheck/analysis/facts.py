@@ -7,11 +7,12 @@ Every evaluated expression gets one fact. Facts are immutable; an operation make
 from __future__ import annotations
 
 import ast
-from dataclasses import MISSING, dataclass, field, fields, replace
+from dataclasses import MISSING, field, fields, replace
 from typing import TypeVar
 
 from shapecheck.analysis.dims import Dim, Symbol, substitute
 from shapecheck.analysis.layout import Layout
+from shapecheck.record import record
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 
@@ -24,12 +25,12 @@ _Record = TypeVar("_Record")
 
 
 def given_fields_only(cls: type[_Record]) -> type[_Record]:
-    """``cls``, a frozen dataclass whose every field has a default, made by storing only the
-    fields a call gives: the others are read from the class, where ``dataclass`` leaves each
-    default. Its own ``__init__`` writes every field through ``object.__setattr__``, which made
-    a :class:`TensorFact` (29 fields, the record the analysis makes most) cost 6 µs, a
-    twentieth of a whole check; this one costs about 1. Equality, hashing, ``replace`` and
-    pickling read the fields as attributes, so they see no difference."""
+    """``cls``, a record whose every field has a default, made by storing only the fields a
+    call gives: the others are read from the class, where ``dataclass`` leaves each default.
+    Its own ``__init__`` writes every field: a :class:`TensorFact` (31 fields, the record the
+    analysis makes most) given one cost 2.2 µs, this one 1.3 µs (10 µs when records were
+    frozen). Equality, hashing, ``replace`` and pickling read the fields as attributes, so
+    they see no difference."""
     names = tuple(item.name for item in fields(cls))  # type: ignore[arg-type]
     if any(item.default is MISSING for item in fields(cls)):  # type: ignore[arg-type]
         raise TypeError(f"every field of {cls.__name__} needs a default to be read from")
@@ -43,7 +44,7 @@ def given_fields_only(cls: type[_Record]) -> type[_Record]:
     return cls
 
 
-@dataclass(frozen=True)
+@record
 class Unknown(Fact):
     """Nothing is known about the value.
 
@@ -61,7 +62,7 @@ class Unknown(Fact):
 UNKNOWN = Unknown()
 
 
-@dataclass(frozen=True)
+@record
 class ImportedName(Unknown):
     """A name a relative import of the module binds (``from .layers import Head``), or a
     star import may, or an attribute of one (``Attention.attention``): unknown, as any name
@@ -69,7 +70,7 @@ class ImportedName(Unknown):
     :meth:`~shapecheck.analysis.imported.ProjectScope.called`)."""
 
 
-@dataclass(frozen=True)
+@record
 class Text(Unknown):
     """A string, one of ``values``: a literal, a name chosen between literals or an f-string
     of such names (x-transformers' ``f"b h i d, {kv_einsum_eq} -> b h i j"``, where
@@ -89,7 +90,7 @@ def text_of(values: set[str]) -> Unknown:
     return Text(values=tuple(sorted(values))) if len(values) <= MAX_TEXTS else UNKNOWN
 
 
-@dataclass(frozen=True)
+@record
 class NoneFact(Fact):
     """``None``: on one branch of an optional tensor (``mask = None``), the absent side."""
 
@@ -97,7 +98,7 @@ class NoneFact(Fact):
 NONE = NoneFact()
 
 
-@dataclass(frozen=True)
+@record
 class DtypeOf(Fact):
     """A tensor's dtype read off it (``x.dtype``): ``dtype`` as the tensor's fact says,
     ``None`` for the model's (an activation, a parameter, a floating buffer)."""
@@ -105,7 +106,7 @@ class DtypeOf(Fact):
     dtype: str | None
 
 
-@dataclass(frozen=True)
+@record
 class QualifiedName(Fact):
     """A module, class or function reached through an import: ``torch.nn.functional``."""
 
@@ -115,7 +116,7 @@ class QualifiedName(Fact):
     that what callers hand keeps the shape too); its layers carry it."""
 
 
-@dataclass(frozen=True)
+@record
 class IntFact(Fact):
     """A Python ``int`` of known symbolic size (``B``, ``self.num_heads``, ``4``)."""
 
@@ -125,7 +126,7 @@ class IntFact(Fact):
     which may as well be a tensor."""
 
 
-@dataclass(frozen=True)
+@record
 class ScalarFact(Fact):
     """A Python number that is not (known to be) a size: ``math.sqrt(d)``, ``d ** -0.5``,
     ``-1e9``. ``scale`` says what it is in terms of sizes, ``value`` what it is as a literal."""
@@ -135,7 +136,7 @@ class ScalarFact(Fact):
     origin: ast.AST | None = field(default=None, compare=False)
 
 
-@dataclass(frozen=True)
+@record
 class Scale:
     """A number as ``coefficient * base ** exponent`` (``1 / math.sqrt(d)`` is
     ``1 * d ** -0.5``)."""
@@ -191,7 +192,7 @@ def as_float(value: int) -> float | None:
         return None
 
 
-@dataclass(frozen=True)
+@record
 class ScaleEvidence:
     """Something multiplied the values by ``factor`` (``None``: by what, nobody knows)."""
 
@@ -199,7 +200,7 @@ class ScaleEvidence:
     factor: Scale | None
 
 
-@dataclass(frozen=True)
+@record
 class Tiling:
     """Axis ``axis`` holds ``copies`` whole copies of an axis of ``of`` entries, one copy after
     another: entry ``c * of + i`` is entry ``i`` of copy ``c`` (``x.repeat(H, 1, 1)``,
@@ -218,7 +219,7 @@ class Tiling:
     each count (else the first counts make new axes, which tile nothing)."""
 
 
-@dataclass(frozen=True)
+@record
 class HeadsAxis:
     """Axis ``axis`` counts groups of the features, split off them by a view: ``[B, L, H*D]``
     viewed as ``[B, L, H, D]`` makes axis 2 the heads, whatever its size. It moves with
@@ -235,7 +236,7 @@ class HeadsAxis:
         return self.axis - self.rank if self.rank is not None else self.axis
 
 
-@dataclass(frozen=True)
+@record
 class Positions:
     """Values that count positions or grow with them (a rotary phase ``t * inv_freq``).
     16 bits cannot hold them: bfloat16 rounds every position above 256, float16 above 2048.
@@ -252,7 +253,7 @@ class Positions:
     """The tensor whose dtype they took (``self.inv_freq``), for messages."""
 
 
-@dataclass(frozen=True)
+@record
 class PositionTable:
     """cos/sin of positions (a rotary or sinusoidal table), whose axis ``axis`` (counted from
     the end) runs over the positions: ``[T, D]`` has them at -2, as rotary code builds them.
@@ -269,7 +270,7 @@ class PositionTable:
         return None if new is None else PositionTable(self.made, new - new_rank)
 
 
-@dataclass(frozen=True)
+@record
 class ChannelsAxis:
     """Axis ``axis`` of a ``rank``-axis tensor holds a convolution's output channels:
     ``nn.Conv2d`` makes ``[N, C, H, W]``, each position's features laid out before the
@@ -280,14 +281,14 @@ class ChannelsAxis:
     rank: int
 
 
-@dataclass(frozen=True)
+@record
 class SizeFact(Fact):
     """A tuple of sizes: ``x.shape``, ``x.size()``, ``(B, L, H, D)``."""
 
     dims: tuple[Dim, ...]
 
 
-@dataclass(frozen=True)
+@record
 class ShapePrefix(Fact):
     """``x.shape[:-k]`` of a tensor whose rank is not known (yet): its sizes but the last
     ``dropped``, however many there are. Read again once the rank is learned."""
@@ -304,7 +305,7 @@ class ShapePrefix(Fact):
     then ``x = attn @ v``)."""
 
 
-@dataclass(frozen=True)
+@record
 class PrefixedSizes(Fact):
     """``(*x.shape[:-1], -1, head_dim)``: sizes after a :class:`ShapePrefix`."""
 
@@ -312,7 +313,7 @@ class PrefixedSizes(Fact):
     tail: tuple[Fact, ...]
 
 
-@dataclass(frozen=True)
+@record
 class PrefixedShape:
     """A shape known as a prefix of another tensor's shape and then ``tail``: the shape of
     ``x.view(*h.shape[:-1], -1, head_dim)`` while ``h``'s rank is unknown."""
@@ -321,21 +322,21 @@ class PrefixedShape:
     tail: tuple[Dim, ...]
 
 
-@dataclass(frozen=True)
+@record
 class TupleFact(Fact):
     """A tuple of values whose length is known: ``qkv.chunk(3, dim=-1)``."""
 
     items: tuple[Fact, ...]
 
 
-@dataclass(frozen=True)
+@record
 class RepeatedFact(Fact):
     """A sequence of unknown length whose every element is ``item`` (a comprehension)."""
 
     item: Fact
 
 
-@dataclass(frozen=True)
+@record
 class ModuleFact(Fact):
     """An ``nn.Module`` instance whose class the analysis knows: ``nn.Linear(E, 3 * E)``."""
 
@@ -376,7 +377,7 @@ SAME_SHAPE = "shapecheck.same-shape"
 ``norm_layer(dim) if qk_norm else nn.Identity()``. What it does to the values is unknown."""
 
 
-@dataclass(frozen=True)
+@record
 class FunctionRef(Fact):
     """A function defined in the analysed module, with what it reads of the names bound where
     it was defined."""
@@ -392,7 +393,7 @@ class FunctionRef(Fact):
     attention beside fused kernels): what a call returns is then uncertain."""
 
 
-@dataclass(frozen=True)
+@record
 class NamedFacts(Fact):
     """A dict of names to values (``dict(wte=..., h=...)``, ``{"wte": ...}``), read back by
     name (``d["wte"]``); an ``nn.ModuleDict`` of them (``layers``) also as attributes
@@ -405,7 +406,7 @@ class NamedFacts(Fact):
         return next((fact for key, fact in self.items if key == name), UNKNOWN)
 
 
-@dataclass(frozen=True)
+@record
 class Partial(Fact):
     """``functools.partial(function, *args, **kwargs)`` of a callable the analysis follows
     (x-transformers' ``LinearNoBias = partial(nn.Linear, bias=False)``): a call calls
@@ -416,7 +417,7 @@ class Partial(Fact):
     kwargs: tuple[tuple[str, tuple[Fact, ast.expr]], ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class Choice(Fact):
     """One of several callables, chosen where control flow joined (x-transformers'
     ``self.attn_fn``: ``F.sigmoid``, a function of the module or ``partial(F.softmax,
@@ -431,14 +432,14 @@ class Choice(Fact):
     known on the other paths only."""
 
 
-@dataclass(frozen=True)
+@record
 class ClassRef(Fact):
     """A class defined in the analysed module (calling it constructs an instance)."""
 
     name: str
 
 
-@dataclass(frozen=True)
+@record
 class InstanceFact(Fact):
     """An instance of a class defined in the analysed module (calling it runs ``forward``)."""
 
@@ -454,7 +455,7 @@ CALLABLES = (QualifiedName, FunctionRef, ModuleFact, Choice, Partial, ClassRef, 
 among them, partials of them, classes and instances of the module."""
 
 
-@dataclass(frozen=True)
+@record
 class AxisOp:
     """The axis-reordering operation that directly produced a tensor."""
 
@@ -464,7 +465,7 @@ class AxisOp:
     axes: tuple[int, ...]
 
 
-@dataclass(frozen=True)
+@record
 class Product:
     """A batched matrix product ``left · right`` and the axes it contracts."""
 
@@ -490,7 +491,7 @@ OPPOSITE_POLARITY = {"attend": "block", "block": "attend"}
 
 
 @given_fields_only
-@dataclass(frozen=True)
+@record
 class TensorFact(Fact):
     """A tensor.
 

@@ -74,6 +74,7 @@ from shapecheck.project import (
     submodule,
     touch,
 )
+from shapecheck.record import record
 from shapecheck.source import Lines
 
 MAX_DEPTH = 2
@@ -93,7 +94,7 @@ _MAX_DEPENDENCIES = 512
 """Analysed dependencies kept per process (an editor's server runs for hours)."""
 
 
-@dataclass(frozen=True)
+@record
 class Binding:
     """What an import binds a name to: ``attribute`` of the module ``module`` (after
     ``level`` dots), or the module itself (``attribute`` is ``None``)."""
@@ -103,7 +104,7 @@ class Binding:
     attribute: str | None
 
 
-@dataclass(frozen=True)
+@record
 class Syntax:
     """What a module's text alone says of the names it offers and imports."""
 
@@ -162,7 +163,7 @@ def read_syntax(module: ast.Module) -> Syntax:
     return Syntax(bindings, tuple(stars), definitions, constants)
 
 
-@dataclass(frozen=True)
+@record
 class Located:
     """Where a name of the project leads: a function or class defined in ``module``, an
     integer constant of it, or (neither given) the module itself."""
@@ -289,7 +290,7 @@ def syntax_of(file: ProjectFile) -> Syntax:
     return known[1]
 
 
-@dataclass(frozen=True)
+@record
 class Construction:
     """A class built with sizes its caller decides (``Head(n_embd, head_size=n_embd //
     n_head)``): the class's methods are checked once more in them (in the class's own file,
@@ -319,7 +320,7 @@ class Construction:
         return f"{self.cls}({shown})"
 
 
-@dataclass(frozen=True)
+@record
 class Caller:
     """Where a :class:`Construction` of a class of the checked module was written in another
     module: that module's file and the construction's code."""
@@ -329,7 +330,7 @@ class Caller:
     written: str
 
 
-@dataclass(frozen=True)
+@record
 class Handed:
     """Arguments a call handed function ``name`` (at line ``line``) of the file ``home``."""
 

@@ -117,6 +117,7 @@ from shapecheck.analysis.usage import (
     size_name,
     unpacking_uses,
 )
+from shapecheck.record import record
 
 if TYPE_CHECKING:
     from shapecheck.analysis.imported import ProjectScope
@@ -2874,7 +2875,7 @@ def _float_literal(node: ast.expr | None) -> float | None:
     return None
 
 
-@dataclass(frozen=True)
+@record
 class Parameter:
     """One parameter of a ``def``, with its default (``ast`` keeps defaults apart)."""
 
@@ -3038,7 +3039,7 @@ def _literal_slice(node: ast.Subscript) -> slice | None:
     return slice(*bounds)
 
 
-@dataclass(frozen=True)
+@record
 class SliceBounds:
     """What a slice's ``start``, ``stop`` and ``step`` hold (``None``: left out)."""
 

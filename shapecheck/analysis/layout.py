@@ -11,9 +11,10 @@ from __future__ import annotations
 import ast
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from shapecheck.analysis.dims import Dim, product, provably_different
+from shapecheck.record import record
 
 FREE = -1
 """Memory position of a size-1 axis: it merges with anything."""
@@ -21,7 +22,7 @@ BROADCAST = -2
 """Memory position of an expanded axis (stride 0): it merges with nothing."""
 
 
-@dataclass(frozen=True)
+@record
 class Layout:
     """Memory position of each axis (``order``) and the op that reordered them.
 
@@ -99,7 +100,7 @@ def _settle(order: tuple[int, ...], cause: ast.AST | None, previous: ast.AST | N
     return Layout(order, previous or cause)
 
 
-@dataclass(frozen=True)
+@record
 class ViewPlan:
     """How ``view`` maps old axes onto new ones, and whether memory allows it.
 
@@ -111,7 +112,7 @@ class ViewPlan:
     layout: Layout | None
 
 
-@dataclass(frozen=True)
+@record
 class _Group:
     old: range
     new: range
@@ -272,7 +273,7 @@ def _smaller(left: Dim, right: Dim) -> bool:
     return len(left.factors) <= len(right.factors)
 
 
-@dataclass(frozen=True)
+@record
 class Reinterpretation:
     """A view that moves a named axis: its values end up under other indices.
 
@@ -389,7 +390,7 @@ def heads_split_apart(width: Dim, new: tuple[Dim, ...]) -> Reinterpretation | No
     return Reinterpretation(between, 0, len(new) - 2, rest, leading)
 
 
-@dataclass(frozen=True)
+@record
 class ChannelsMove:
     """A view between a channels-first map ``[B, C, *spatial]`` and channels-last values
     ``[B, *spatial, C]`` (tokens ``[B, H*W, C]``, or a map ``[B, H, W, C]``) that keeps the

@@ -7,7 +7,6 @@ again: the knowledge lives in the analysis, the judgement and the wording in the
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
 
 from shapecheck.analysis.dims import Dim
 from shapecheck.analysis.facts import (
@@ -19,9 +18,10 @@ from shapecheck.analysis.facts import (
     TensorFact,
 )
 from shapecheck.analysis.layout import ChannelsMove, Reinterpretation
+from shapecheck.record import record
 
 
-@dataclass(frozen=True)
+@record
 class IncompatibleView:
     """``view`` merges axes whose memory order forbids it: PyTorch raises at run time."""
 
@@ -31,7 +31,7 @@ class IncompatibleView:
     merged_axes: tuple[int, ...]
 
 
-@dataclass(frozen=True)
+@record
 class ReinterpretingView:
     """``view``/``reshape`` that moves a named axis onto other data (no transpose)."""
 
@@ -67,7 +67,7 @@ class ReinterpretingView:
         return self.moved.moves_forward
 
 
-@dataclass(frozen=True)
+@record
 class ChannelsMovingView:
     """``view``/``reshape`` between channels-first and channels-last values that keeps the
     channel axis whole: a map ``[B, C, H, W]`` read as tokens ``[B, H*W, C]``, or back."""
@@ -81,7 +81,7 @@ class ChannelsMovingView:
     """What the old shape rests on, if a guess."""
 
 
-@dataclass(frozen=True)
+@record
 class AttentionScores:
     """A softmax over (a scaled, masked or reshaped) matrix product of two activations."""
 
@@ -92,7 +92,7 @@ class AttentionScores:
     """The axis of the scores the softmax normalises (``None``: unknown)."""
 
 
-@dataclass(frozen=True)
+@record
 class WeightsScaled:
     """Attention weights multiplied or divided by a number right after their softmax."""
 
@@ -100,7 +100,7 @@ class WeightsScaled:
     node: ast.AST
 
 
-@dataclass(frozen=True)
+@record
 class NoOpAxisOp:
     """``permute``/``transpose`` that leaves every axis where it was."""
 
@@ -110,7 +110,7 @@ class NoOpAxisOp:
     receiver: ast.expr | None  # the tensor it was called on
 
 
-@dataclass(frozen=True)
+@record
 class SizeMismatch:
     """Sizes that must agree provably differ (a product's inner axes, a Linear's input)."""
 
@@ -120,7 +120,7 @@ class SizeMismatch:
     actual: Dim
 
 
-@dataclass(frozen=True)
+@record
 class SameSize:
     """Two sizes written apart that code which runs makes equal: the last axis of a tensor
     (``C`` of ``B, T, C = x.shape``) fed to a layer built ``in_features`` wide."""
@@ -134,14 +134,14 @@ class SameSize:
     """What the tensor is fed to (``self.key``)."""
 
 
-@dataclass(frozen=True)
+@record
 class LinearWeightProduct:
     """``x @ linear.weight``: the ``[out, in]`` weight used as if it were ``[in, out]``."""
 
     product: Product
 
 
-@dataclass(frozen=True)
+@record
 class SizeDivision:
     """``a // b`` on named sizes; ``in_constructor`` when inside ``__init__``."""
 
@@ -151,7 +151,7 @@ class SizeDivision:
     in_constructor: bool
 
 
-@dataclass(frozen=True)
+@record
 class ExactDivisionAssumed:
     """Two sizes that must agree (a view's, a layer's input) do only if ``origin`` divides."""
 
@@ -159,14 +159,14 @@ class ExactDivisionAssumed:
     origin: object
 
 
-@dataclass(frozen=True)
+@record
 class DivisibilityCheck:
     """An ``assert`` or a raising ``if`` whose condition mentions these names."""
 
     names: frozenset[str]
 
 
-@dataclass(frozen=True)
+@record
 class IndivisibleSizes:
     """A constructor given literal sizes where one must divide the other, and does not."""
 
@@ -176,7 +176,7 @@ class IndivisibleSizes:
     denominator: int
 
 
-@dataclass(frozen=True)
+@record
 class AnnotationMismatch:
     """A value whose inferred shape contradicts its jaxtyping annotation."""
 
@@ -187,7 +187,7 @@ class AnnotationMismatch:
     reason: str
 
 
-@dataclass(frozen=True)
+@record
 class SoftmaxAxis:
     """A softmax over attention scores that runs over ``axis``, not the keys' ``keys``."""
 
@@ -204,14 +204,14 @@ class SoftmaxAxis:
     """What the scores' shape rests on, if a guess."""
 
 
-@dataclass(frozen=True)
+@record
 class MaskAfterSoftmax:
     """Attention weights masked after their softmax, then used without renormalising."""
 
     mask: ast.AST
 
 
-@dataclass(frozen=True)
+@record
 class FillValue:
     """A literal written into attention scores: beyond float16 (``overflow``) or too weak."""
 
@@ -224,7 +224,7 @@ class FillValue:
     the scores through arithmetic or ``torch.where`` (where an overflow becomes ``-inf``)."""
 
 
-@dataclass(frozen=True)
+@record
 class MaskBroadcast:
     """A mask whose axes line up with the wrong axes of the attention scores."""
 
@@ -239,7 +239,7 @@ class MaskBroadcast:
     """The matrix product the masked scores came from (``None``: a kernel's scores)."""
 
 
-@dataclass(frozen=True)
+@record
 class TensorFromNumber:
     """``torch.tensor(<python number>)`` used where the number would do: a new host tensor
     every time it runs."""
@@ -247,7 +247,7 @@ class TensorFromNumber:
     call: ast.Call
 
 
-@dataclass(frozen=True)
+@record
 class PositionsInLowPrecision:
     """Positions rounded to 16 bits (see ``facts.Positions``) read by ``cos``/``sin``: the
     angles of rotary or sinusoidal embeddings come out wrong."""
@@ -256,7 +256,7 @@ class PositionsInLowPrecision:
     read_by: ast.AST
 
 
-@dataclass(frozen=True)
+@record
 class TableOnHeads:
     """A positions table broadcast onto a tensor whose heads sit where the table's positions
     land (``q`` in ``[B, T, H, D]`` times ``cos`` of ``[T, D]``): each head gets a position,

@@ -46,6 +46,7 @@ from shapecheck.analysis.facts import Fact, IntFact, SizeFact, TensorFact, Tuple
 from shapecheck.analysis.imports import dotted_name
 from shapecheck.analysis.ops.einops import parse_side
 from shapecheck.analysis.ops.products import einsum_operands
+from shapecheck.record import record
 
 LIKELY_FROM = 4
 """The fewest axes a lower bound must reach to be taken as the rank, on a guess. A use of the
@@ -55,7 +56,7 @@ little (``transpose(1, 2)`` is as common on a 3-D ``[batch, seq, features]`` ten
 4-D one), and is no guess."""
 
 
-@dataclass(frozen=True)
+@record
 class Evidence:
     """What one use of a tensor shows of its rank."""
 
@@ -84,7 +85,7 @@ def at_least(rank: int, shown: str) -> Evidence:
     return Evidence(rank, exact=False, shown=shown)
 
 
-@dataclass(frozen=True)
+@record
 class RankByUse:
     """A tensor's rank as its uses show it."""
 

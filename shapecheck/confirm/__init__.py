@@ -28,17 +28,18 @@ import re
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
+
+from shapecheck.record import record
 
 OutcomeKind = Literal["raises", "differs", "allocates", "matches", "runs", "same"]
 """``runs`` and ``same`` judge a *fixed* fixture's case: it no longer raises; it computes
 exactly what the unfixed case did, without the problem (see :func:`judging_fixed`)."""
 
 
-@dataclass(frozen=True)
+@record
 class Outcome:
     """What one case did at run time."""
 
@@ -64,7 +65,7 @@ class Outcome:
 _recorded: list[Outcome] | None = None
 
 
-@dataclass(frozen=True)
+@record
 class Repair:
     """A case of a fixed fixture whose every finding was fixed."""
 
@@ -147,7 +148,7 @@ def _load_member(path: Path, folders: list[Path], prefix: str) -> ModuleType:
     return importlib.import_module(f"{package}.{path.stem}")
 
 
-@dataclass(frozen=True)
+@record
 class FixtureRun:
     outcomes: list[Outcome]
     failure: str | None

@@ -11,11 +11,11 @@ import inspect
 import io
 import re
 import tokenize
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 from shapecheck.confirm import Outcome, Repair, judging_fixed, load_fixture, run_fixture
+from shapecheck.record import record
 from shapecheck.selection import COMMENT_FAMILY
 
 SHIPPED_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -35,7 +35,7 @@ def fixed_version(path: Path) -> Path:
 _MARK = re.compile(r"#\s*(expect|ok):\s*(SC\d{3}(?:\s*,\s*SC\d{3})*)")
 
 
-@dataclass(frozen=True)
+@record
 class Marks:
     expect: frozenset[tuple[int, str]]
     ok: frozenset[tuple[int, str]]
@@ -77,7 +77,7 @@ def static_findings(path: Path) -> set[tuple[int, str]]:
     return {(diagnostic.line, diagnostic.code) for diagnostic in result.diagnostics}
 
 
-@dataclass(frozen=True)
+@record
 class LineVerdict:
     """One marked line: what was expected, what the linter said, what PyTorch did."""
 
@@ -103,7 +103,7 @@ class LineVerdict:
         return wrong if self.bad else self.outcome.kind == "matches"
 
 
-@dataclass(frozen=True)
+@record
 class FixtureReport:
     path: Path
     device: str
@@ -170,7 +170,7 @@ def fixed_text(path: Path) -> str | None:
     return fixed.data.decode(source.encoding) if fixed.data != data else None
 
 
-@dataclass(frozen=True)
+@record
 class FixedReport:
     """A fixed fixture run: which cases had every finding fixed, and what they did."""
 
