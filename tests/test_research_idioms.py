@@ -124,6 +124,22 @@ def test_keys_joined_to_earlier_ones_are_as_long_as_both() -> None:
     assert shape_of(body, "unknown") == "[b, self.heads, ?, dim_head]"
 
 
+def test_an_identity_matrix_is_square_unless_given_its_columns() -> None:
+    """x-transformers' selective attention: ``(1. - torch.eye(i)) * gate``, the eye padded
+    on the left to the keys' length."""
+    body = QKV + (
+        "sim = q @ k.transpose(-1, -2)\n"
+        "i, j = sim.shape[-2:]\n"
+        "eye = torch.eye(i, device=x.device)\n"
+        "wide = torch.eye(i, 2 * j)\n"
+        "padded = F.pad(eye, (j - i, 0), value=1.0)\n"
+    )
+    assert shape_of(body, "eye") == "[n, n]"
+    assert shape_of(body, "wide") == "[n, 2*n]"
+    assert shape_of(body, "padded") == "[n, n]"
+    assert bindings(body)["eye"].dtype == "float32"
+
+
 def test_a_bias_of_unknown_sizes_broadcasts_onto_the_scores() -> None:
     """beit's ``attn + self._get_rel_pos_bias()``, a ``[1, ?, ?, ?]`` bias: the scores keep
     their axes (the bias's unknown sizes must be theirs or 1), so a softmax over the wrong one

@@ -79,6 +79,19 @@ def _allocated_shape(call: OpCall) -> tuple[Dim, ...] | None:
     return tuple(Dim.symbol("?") if size is None else size for size in sizes)
 
 
+@function_op("torch.eye")
+def eye(call: OpCall) -> Fact:
+    """``torch.eye(n)``, ``torch.eye(n, m)``: ``[n, m]``, square when ``m`` is not given;
+    float32 unless a dtype is written (x-transformers' selective attention gates scores with
+    ``1. - torch.eye(i)``)."""
+    rows = call.get(0, "n")
+    columns = call.get(1, "m")
+    n = call.context.size(*rows) if rows is not None else None
+    m = call.context.size(*columns) if columns is not None else n
+    shape = tuple(Dim.symbol("?") if size is None else size for size in (n, m))
+    return new_tensor(shape, call.node, dtype=_named_dtype(call) or "float32")
+
+
 @function_op("torch.tensor")
 def tensor_constant(call: OpCall) -> Fact:
     data = call.get(0, "data")
