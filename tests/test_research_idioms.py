@@ -140,6 +140,18 @@ def test_an_identity_matrix_is_square_unless_given_its_columns() -> None:
     assert bindings(body)["eye"].dtype == "float32"
 
 
+def test_a_pad_of_minus_one_crops_one() -> None:
+    """x-transformers' ``F.pad(gate, (0, 0, 1, -1))``: one row in front, one off the end."""
+    body = QKV + (
+        "shifted = F.pad(q, (0, 0, 1, -1))\n"
+        "longer = F.pad(q, (0, 0, 2, -1))\n"
+        "shorter = F.pad(q, (0, -1))\n"
+    )
+    assert shape_of(body, "shifted") == "[b, self.heads, n, dim_head]"
+    assert shape_of(body, "longer") == "[b, self.heads, (1+n), dim_head]"
+    assert shape_of(body, "shorter") == "[b, self.heads, n, (-1+dim_head)]"
+
+
 def test_a_bias_of_unknown_sizes_broadcasts_onto_the_scores() -> None:
     """beit's ``attn + self._get_rel_pos_bias()``, a ``[1, ?, ?, ?]`` bias: the scores keep
     their axes (the bias's unknown sizes must be theirs or 1), so a softmax over the wrong one

@@ -528,7 +528,7 @@ def pad(call: OpCall) -> Fact:
     with the last two sizes exchanged, on purpose)."""
     receiver = call.receiver
     shape = receiver.shape
-    pads = call.sizes(0, 1) if call.get(0) is not None else None
+    pads = _pads(call)
     if shape is not None and pads is None:
         shape = fresh_shape(len(shape))
     elif shape is not None and pads is not None:
@@ -555,6 +555,23 @@ def pad(call: OpCall) -> Fact:
         rank_of=receiver.rank_of,
         resized=call.node,
     )
+
+
+def _pads(call: OpCall) -> list[Dim | None] | None:
+    """The pads ``F.pad`` is given, a pad it cannot read ``None``; a -1, which a size reader
+    takes for "infer this size", crops one (x-transformers' ``F.pad(gate, (0, 0, 1, -1))``
+    shifts the gate down by a row and keeps its length)."""
+    written = call.get(0)
+    pads = call.sizes(0, 1) if written is not None else None
+    if written is None or pads is None or not isinstance(written[0], TupleFact):
+        return pads
+    facts = written[0].items
+    if len(facts) != len(pads):
+        return pads
+    return [
+        fact.dim if pad is None and isinstance(fact, IntFact) and fact.dim.value == -1 else pad
+        for pad, fact in zip(pads, facts, strict=True)
+    ]
 
 
 @tensor_op("expand")
