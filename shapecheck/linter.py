@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, cast
 
+from shapecheck import project
 from shapecheck.analysis import ModuleAnalysis, analyse, definitions
 from shapecheck.analysis.imports import COMPOUND_STATEMENTS
 from shapecheck.diagnostics import (
@@ -26,7 +27,7 @@ from shapecheck.diagnostics import (
 from shapecheck.files import read_regular_file
 from shapecheck.fixes import FixOffer
 from shapecheck.rule import Rule, SuppressionRule, Violation
-from shapecheck.source import OUT_OF_MEMORY, Lines, Source, parse_source
+from shapecheck.source import OUT_OF_MEMORY, STDIN, Lines, Source, parse_source
 from shapecheck.suppression import Suppressions
 
 if TYPE_CHECKING:
@@ -47,7 +48,8 @@ def lint_path(path: str, rules: Sequence[Rule], display: str | None = None) -> F
 def lint_source(
     data: bytes, path: str, rules: Sequence[Rule], *, write_fixes: bool = True
 ) -> FileResult:
-    source = parse_source(data, path)
+    shared = project.parsed(path, data) if path != STDIN else None
+    source = replace(shared, path=path) if shared is not None else parse_source(data, path)
     if isinstance(source, Diagnostic):
         # running out of memory says nothing about the file: not cached, tried again next run
         return FileResult(path, [source], complete=source.message != OUT_OF_MEMORY)

@@ -114,15 +114,18 @@ def map_files(
     dies, the files are done here. ``done(index, result)`` runs here as each result arrives,
     while the workers go on (writing it to the cache was a serial tail after them)."""
     workers = min(jobs or _cpus(), len(items))
+    # largest files first: no worker is left with a big file at the end, and a package's
+    # small modules (timm's layers), which its large ones import and so parse, are checked
+    # after them, on the trees already made (``project.parsed``)
+    order = sorted(range(len(items)), key=lambda index: -len(items[index][1]))
+    by_index: dict[int, ResultT] = {}
     if workers < 2 or len(items) < POOL_MIN_FILES or not _can_fork():
-        return _in_this_process(worker, items, range(len(items)), done)
+        by_index.update(zip(order, _in_this_process(worker, items, order, done), strict=True))
+        return [by_index[index] for index in range(len(items))]
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
-    # largest files first, so that no worker is left with a big file at the end
-    order = sorted(range(len(items)), key=lambda index: -len(items[index][1]))
-    by_index: dict[int, ResultT] = {}
     try:
         context = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(workers, mp_context=context) as pool:

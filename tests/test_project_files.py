@@ -551,6 +551,33 @@ def _shapecheck(*args: str, cwd: Path) -> list[tuple[str, int, str]]:
     return [(Path(d["path"]).name, d["line"], d["code"]) for d in json.loads(process.stdout)]
 
 
+def test_a_module_read_as_a_dependency_is_checked_on_the_same_tree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """layers.py, parsed for model.py's check, is not parsed again for its own, and its
+    findings are those of a check of it alone; edited since, it is parsed again."""
+    from shapecheck import linter
+
+    heads_first = SPLIT_HEADS.replace(
+        "th.transpose(x.view(b, l, heads, e // heads), 1, 2)", "x.view(b, heads, l, e // heads)"
+    )
+    folder = package(tmp_path, layers=heads_first, model=MERGES)
+    layers = folder / "layers.py"
+    alone = findings(layers)
+    assert alone == {(6, "SC102")}
+    findings(folder / "model.py")
+    parsed: list[str] = []
+    monkeypatch.setattr(
+        linter, "parse_source", lambda data, path: parsed.append(path) or parse_source(data, path)
+    )
+    assert findings(layers) == alone
+    assert parsed == []
+    edited = layers.read_bytes() + b"\n"
+    result = lint_source(edited, str(layers), RULES)
+    assert parsed == [str(layers)]
+    assert {(each.line, each.code) for each in result.diagnostics} == alone
+
+
 def test_editing_a_dependency_checks_its_users_again(tmp_path: Path) -> None:
     """The cache keys a result by its file's content; one that rests on layers.py is a hit
     only while layers.py is as it was."""

@@ -133,6 +133,20 @@ def test_a_dead_worker_leaves_the_rest_to_this_process_each_file_once() -> None:
     assert sorted(seen) == list(range(len(items)))
 
 
+def test_files_checked_here_go_largest_first_and_come_back_in_order() -> None:
+    # a package's large modules import its small ones: checked first, they leave the trees
+    # of the small ones made for the small ones' own check (project.parsed)
+    items = [(name, b"x" * size) for name, size in (("small", 1), ("large", 30), ("mid", 9))]
+    seen: list[int] = []
+    results = map_files(_upper, items, 1, lambda index, _: seen.append(index))
+    assert results == ["SMALL", "LARGE", "MID"]
+    assert seen == [1, 2, 0]
+
+
+def _upper(item: tuple[str, bytes]) -> str:
+    return item[0].upper()
+
+
 def test_a_changed_file_or_other_rules_miss_the_cache(tmp_path: Path) -> None:
     cache = ResultCache(tmp_path, CODES)
     cache.put(b"x = 1\n", [])
