@@ -124,32 +124,23 @@ def test_keys_joined_to_earlier_ones_are_as_long_as_both() -> None:
     assert shape_of(body, "unknown") == "[b, self.heads, ?, dim_head]"
 
 
-def test_an_identity_matrix_is_square_unless_given_its_columns() -> None:
-    """x-transformers' selective attention: ``(1. - torch.eye(i)) * gate``, the eye padded
-    on the left to the keys' length."""
-    body = QKV + (
-        "sim = q @ k.transpose(-1, -2)\n"
-        "i, j = sim.shape[-2:]\n"
-        "eye = torch.eye(i, device=x.device)\n"
-        "wide = torch.eye(i, 2 * j)\n"
-        "padded = F.pad(eye, (j - i, 0), value=1.0)\n"
-    )
-    assert shape_of(body, "eye") == "[n, n]"
-    assert shape_of(body, "wide") == "[n, 2*n]"
-    assert shape_of(body, "padded") == "[n, n]"
-    assert bindings(body)["eye"].dtype == "float32"
-
-
-def test_a_pad_of_minus_one_crops_one() -> None:
-    """x-transformers' ``F.pad(gate, (0, 0, 1, -1))``: one row in front, one off the end."""
-    body = QKV + (
-        "shifted = F.pad(q, (0, 0, 1, -1))\n"
-        "longer = F.pad(q, (0, 0, 2, -1))\n"
-        "shorter = F.pad(q, (0, -1))\n"
-    )
-    assert shape_of(body, "shifted") == "[b, self.heads, n, dim_head]"
-    assert shape_of(body, "longer") == "[b, self.heads, (1+n), dim_head]"
-    assert shape_of(body, "shorter") == "[b, self.heads, n, (-1+dim_head)]"
+@pytest.mark.parametrize(
+    ("made", "shape"),
+    [
+        # x-transformers' selective attention: ``(1. - torch.eye(i)) * gate``, the eye padded
+        # on the left to the keys' length, the gate shifted down a row by a pad of -1
+        ("torch.eye(i, device=x.device)", "[n, n]"),
+        ("torch.eye(i, 2 * j)", "[n, 2*n]"),
+        ("F.pad(torch.eye(i), (j - i, 0), value=1.0)", "[n, n]"),
+        ("F.pad(q, (0, 0, 1, -1))", "[b, self.heads, n, dim_head]"),
+        ("F.pad(q, (0, 0, 2, -1))", "[b, self.heads, (1+n), dim_head]"),
+        ("F.pad(q, (0, -1))", "[b, self.heads, n, (-1+dim_head)]"),
+    ],
+)
+def test_identity_matrices_and_pads_that_crop(made: str, shape: str) -> None:
+    body = QKV + f"i, j = (q @ k.transpose(-1, -2)).shape[-2:]\nmade = {made}\n"
+    assert shape_of(body, "made") == shape
+    assert made.startswith("F.pad") or bindings(body)["made"].dtype == "float32"
 
 
 def test_a_bias_of_unknown_sizes_broadcasts_onto_the_scores() -> None:
