@@ -119,24 +119,23 @@ def map_files(
     # after them, on the trees already made (``project.parsed``)
     order = sorted(range(len(items)), key=lambda index: -len(items[index][1]))
     by_index: dict[int, ResultT] = {}
-    if workers < 2 or len(items) < POOL_MIN_FILES or not _can_fork():
-        by_index.update(zip(order, _in_this_process(worker, items, order, done), strict=True))
-        return [by_index[index] for index in range(len(items))]
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-    from concurrent.futures.process import BrokenProcessPool
+    if workers >= 2 and len(items) >= POOL_MIN_FILES and _can_fork():
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool
 
-    try:
-        context = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(workers, mp_context=context) as pool:
-            results = pool.map(worker, [items[index] for index in order])
-            for index, result in zip(order, results, strict=True):
-                by_index[index] = result
-                if done is not None:
-                    done(index, result)
-    except BrokenProcessPool:
-        left = [index for index in range(len(items)) if index not in by_index]
-        by_index.update(zip(left, _in_this_process(worker, items, left, done), strict=True))
+        try:
+            context = multiprocessing.get_context("fork")
+            with ProcessPoolExecutor(workers, mp_context=context) as pool:
+                results = pool.map(worker, [items[index] for index in order])
+                for index, result in zip(order, results, strict=True):
+                    by_index[index] = result
+                    if done is not None:
+                        done(index, result)
+        except BrokenProcessPool:
+            pass  # a worker died: what the pool left is done here, below
+    left = [index for index in order if index not in by_index]
+    by_index.update(zip(left, _in_this_process(worker, items, left, done), strict=True))
     return [by_index[index] for index in range(len(items))]
 
 
