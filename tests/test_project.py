@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import importlib.util
+import operator
 import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -98,11 +101,52 @@ def test_records_hash_compare_and_order_by_their_fields() -> None:
     @record(order=True)
     class Place:
         line: int
+        column: int = 0
+
+    @record
+    class Named(Size):
+        name: str = field(default="", compare=False)
+
+    @record
+    class Nothing:
+        pass
+
+    @record
+    class Loose:
+        value: int
+
+        def __eq__(self, other: object) -> bool:  # its own: kept
+            return True
 
     assert Size(1) == Size(1) != Size(2)
     assert len({Size(1), Size(1), Size(2)}) == 2
     assert replace(Size(1), value=2) == Size(2)
-    assert sorted([Place(2), Place(1)]) == [Place(1), Place(2)]
+    assert sorted([Place(2), Place(1, 5), Place(1)]) == [Place(1), Place(1, 5), Place(2)]
+    assert Place(1, 5) >= Place(1, 5) > Place(1) and Place(1) <= Place(1) < Place(2)
+    # a field left out of comparison is out of the hash; another class is never equal
+    assert Named(1, "a") == Named(1, "b") and hash(Named(1, "a")) == hash(Named(1, "b"))
+    assert Named(1) != Size(1) and Size(1) != 1 and Nothing() == Nothing()
+    assert Loose(1) == Loose(2)
+
+
+def test_records_behave_as_frozen_dataclasses() -> None:
+    from shapecheck.record import record
+
+    def made(declare: Callable[[type], type]) -> list[object]:
+        @declare
+        class Box:
+            first: int
+            second: tuple[int, ...] = ()
+            note: str = field(default="", compare=False)
+
+        return [Box(1), Box(1, (2,)), Box(1, note="x"), Box(2), Box(1, (2,), "y")]
+
+    ours, theirs = made(record(order=True)), made(dataclass(frozen=True, order=True))
+    for mine, a in zip(ours, theirs, strict=True):
+        assert hash(mine) == hash(a) and repr(mine) == repr(a)
+        for other, b in zip(ours, theirs, strict=True):
+            for test in (operator.eq, operator.ne, operator.lt, operator.le):
+                assert test(mine, other) == test(a, b)
 
 
 def test_installed_package_finds_its_rules() -> None:
