@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from shapecheck.analysis import analyse
-from shapecheck.analysis.facts import TensorFact
+from shapecheck.analysis.facts import Fact, TensorFact
 from shapecheck.analysis.imported import import_line_names
 from shapecheck.linter import lint_source
 from shapecheck.project import locate
@@ -154,6 +154,53 @@ def test_constructor_arguments_give_the_class_its_sizes(tmp_path: Path) -> None:
     assert findings(folder / "model.py") == {(13, "SC501")}
     write(folder, {"model.py": model.replace("HEAD_SIZE", "64")})
     assert findings(folder / "model.py") == set()
+
+
+def test_a_layer_handed_to_init_is_the_instances_layer(tmp_path: Path) -> None:
+    """Mistral's ``MoeLayer(experts, gate=nn.Linear(args.dim, num_experts), ...)`` keeps the
+    gate it is handed (``self.gate = gate``): its ``forward`` returns the gate's width where
+    it is built so, and nothing where no construction says what the gate is."""
+    moe = """\
+        import torch.nn as nn
+
+
+        class Router(nn.Module):
+            def __init__(self, gate, k):
+                super().__init__()
+                self.gate = gate
+                self.k = k
+
+            def forward(self, inputs):
+                return self.gate(inputs).softmax(dim=-1)
+        """
+    model = """\
+        import torch.nn as nn
+        from .moe import Router
+
+
+        class Block(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.router = Router(GATE, k=2)
+                self.experts = nn.Linear(dim, 8)
+
+            def forward(self, x):
+                b, n, d = x.shape
+                routed = self.router(x)
+        """
+    built = package(tmp_path / "built", moe=moe, model=model.replace("GATE", "nn.Linear(dim, 8)"))
+    unknown = package(tmp_path / "unknown", moe=moe, model=model.replace("GATE", "self.experts"))
+
+    def routed(folder: Path) -> Fact | None:
+        [forward] = [
+            f for f in _analysed(folder / "model.py").functions if f.name.endswith("forward")
+        ]
+        return next(fact for _, name, fact in forward.bindings if name == "routed")
+
+    known = routed(built)
+    assert isinstance(known, TensorFact) and known.shape is not None
+    assert [str(dim) for dim in known.shape] == ["b", "n", "8"]
+    assert not isinstance(routed(unknown), TensorFact) or routed(unknown).shape is None
 
 
 def test_a_helper_of_another_file_shows_the_rank_of_what_it_is_handed(tmp_path: Path) -> None:

@@ -66,6 +66,9 @@ class SyntaxIndexes:
     parents: dict[ast.AST, ast.AST] | None = None
     lines: Lines | None = None
     module_classes: set[ast.ClassDef] | None = None
+    attribute_names: dict[ast.Attribute, ast.Name] = field(default_factory=dict)
+    """The names after the dot that ops are anchored at (``ModuleContext.attribute_names``):
+    no node of the tree holds one, its attribute stands for it."""
 
 
 @dataclass
@@ -282,8 +285,9 @@ class ModuleAnalysis:
     def parent(self, node: ast.AST) -> ast.AST | None:
         """The node holding ``node`` (computed once per module, when a rule first asks)."""
         syntax = self.syntax
-        if syntax.parents is None:
+        if syntax.parents is None:  # (once the analyses are done: no op is anchored later)
             syntax.parents = _parents(self.module)
+            syntax.parents.update((name, dot) for dot, name in syntax.attribute_names.items())
         return syntax.parents.get(node)
 
 
@@ -421,7 +425,7 @@ def analyse(
                 too_deep.append(result)
             else:
                 functions.append(result)
-    syntax = SyntaxIndexes()
+    syntax = SyntaxIndexes(attribute_names=context.attribute_names)
     specialised = list(_constructed(context, module, text, imports, globals_, syntax))
     conclude(context.project, module, functions)
     return ModuleAnalysis(
@@ -486,11 +490,12 @@ def _constructed(
     classes = {node.name: node for node in classes_in(module.body)}
     for name, (construction, where) in built.items():
         node = classes.get(construction.cls)
-        if node is None or not _attends(node):
+        if node is None or not (_attends(node) or construction.layers):
             continue  # what a caller's sizes change is mostly attention's to say
         model = context.classes.get(name)
         if model is None:  # built in another module: model it here
-            model = _class_model(context, node, globals_, dict(construction.sizes))
+            given = {**dict(construction.sizes), **dict(construction.layers)}
+            model = _class_model(context, node, globals_, given)
             model.name = name
             context.classes[name] = model
         methods: list[FunctionFacts] = []

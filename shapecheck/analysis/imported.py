@@ -305,19 +305,33 @@ class Construction:
     """Every size passed, by parameter."""
     node: ast.Call
     """The construction, in the module that built it."""
+    layers: tuple[tuple[str, Fact], ...] = ()
+    """Every layer passed that ``__init__`` keeps (``self.gate = gate`` given
+    ``nn.Linear(dim, experts)``), by parameter: the model's layer there."""
 
     @property
     def decided(self) -> str:
-        """The sizes it decides, as shown (``head_size = n_embd//n_head``)."""
-        return ", ".join(
-            f"{param} = {fact.dim}" for param, fact in self.sizes if _decides_sizes(fact.dim)
-        )
+        """The sizes and layers it decides, as shown (``head_size = n_embd//n_head``,
+        ``gate = Linear(dim, experts)``)."""
+        sizes = [f"{param} = {fact.dim}" for param, fact in self.sizes if _decides_sizes(fact.dim)]
+        layers = [f"{param} = {_layer_shown(fact)}" for param, fact in self.layers]
+        return ", ".join(sizes + layers)
 
     @property
     def model(self) -> str:
-        """The name of the class's model built in these sizes."""
-        shown = ", ".join(f"{param}={fact.dim}" for param, fact in self.sizes)
-        return f"{self.cls}({shown})"
+        """The name of the class's model built in these sizes and layers."""
+        sizes = [f"{param}={fact.dim}" for param, fact in self.sizes]
+        layers = [f"{param}={_layer_shown(fact)}" for param, fact in self.layers]
+        return f"{self.cls}({', '.join(sizes + layers)})"
+
+
+def _layer_shown(fact: Fact) -> str:
+    """A layer handed to a constructor, in a construction's name (``Linear(dim, experts)``)."""
+    if isinstance(fact, InstanceFact):
+        return fact.name
+    assert isinstance(fact, ModuleFact)
+    sizes = [str(size) for size in (fact.in_features, fact.out_features) if size is not None]
+    return f"{fact.kind.rsplit('.', 1)[-1]}({', '.join(sizes)})"
 
 
 @record
@@ -400,6 +414,7 @@ class ProjectScope:
         """The classes whose model in such sizes is being built (one that builds itself,
         ``DlaTree(levels - 1, ...)``, gets its one model inside)."""
         self._sizes_named: dict[str, set[str]] = {}
+        self._layers_kept: dict[str, set[str]] = {}
         self._class_nodes: dict[str, ast.ClassDef] | None = None
 
     # --- what the interpreter asks --------------------------------------------------------
@@ -635,7 +650,11 @@ class ProjectScope:
         args = [_as_size(caller, *argument) for argument in args]
         kwargs = {name: _as_size(caller, *argument) for name, argument in kwargs.items()}
         passed = [fact for fact, _ in [*args, *kwargs.values()]]
-        if not any(isinstance(fact, IntFact) and _decides_sizes(fact.dim) for fact in passed):
+        if not any(
+            (isinstance(fact, IntFact) and _decides_sizes(fact.dim))
+            or isinstance(fact, ModuleFact | InstanceFact)
+            for fact in passed
+        ):
             return InstanceFact(cls.name)
         generic = self.context.classes.get(cls.name)
         if generic is None:
@@ -650,8 +669,10 @@ class ProjectScope:
         )
         if not arguments:
             return InstanceFact(cls.name)
+        assert init is not None
         if cls.name not in self._sizes_named:
             self._sizes_named[cls.name] = _size_names(generic) | _handed_on(init)
+            self._layers_kept[cls.name] = _kept_on_self(init)
         named = self._sizes_named[cls.name]
         passed_sizes = {
             name: fact
@@ -659,7 +680,16 @@ class ProjectScope:
             if isinstance(fact, IntFact) and (name in named or f"self.{name}" in named)
         }
         decided = [fact.dim for fact in passed_sizes.values() if _decides_sizes(fact.dim)]
-        if not decided:
+        # another file's class cannot name this module's classes: only torch's layers cross
+        layer = ModuleFact if init in self.homes else ModuleFact | InstanceFact
+        layers = {
+            name: fact
+            for name, fact in sorted(arguments.items())
+            if isinstance(fact, layer)
+            and not (isinstance(fact, InstanceFact) and fact.own)
+            and name in self._layers_kept[cls.name]
+        }
+        if not decided and not layers:
             return InstanceFact(cls.name)
         # a size the decided ones are made of is bound too (``n_embd``, which ``head_size =
         # n_embd // n_head`` divides); others would only multiply the models
@@ -667,24 +697,27 @@ class ProjectScope:
         sizes = {
             name: fact
             for name, fact in passed_sizes.items()
-            if _decides_sizes(fact.dim) or symbols_in(fact.dim) <= related
+            if _decides_sizes(fact.dim) or (decided and symbols_in(fact.dim) <= related)
         }
-        key = (cls.name, *sizes.items())
+        key = (cls.name, *sizes.items(), *layers.items())
         if key not in self._instances:
             bound = self._bindings[cls.name] = self._bindings.get(cls.name, 0) + 1
             if bound > MAX_BINDINGS or cls.name in self._binding:
                 return InstanceFact(cls.name)  # a class that builds itself, or built often
-            assert init is not None
             self._binding.add(cls.name)
             try:
-                model = self._bound_model(generic, init, sizes)
+                model = self._bound_model(generic, init, {**sizes, **layers})
             finally:
                 self._binding.discard(cls.name)
             name = cls.name
             if model is not None:
                 home = self.homes.get(init)
                 built = Construction(
-                    generic.name, home.file.path if home else None, tuple(sizes.items()), node
+                    generic.name,
+                    home.file.path if home else None,
+                    tuple(sizes.items()),
+                    node,
+                    tuple(layers.items()),
                 )
                 name = model.name = cls.name + built.model.removeprefix(generic.name)
                 self.context.classes[name] = model
@@ -693,9 +726,10 @@ class ProjectScope:
         return InstanceFact(self._instances[key])
 
     def _bound_model(
-        self, generic: ClassModel, init: FunctionNode, sizes: dict[str, IntFact]
+        self, generic: ClassModel, init: FunctionNode, given: dict[str, Fact]
     ) -> ClassModel | None:
-        """``generic``'s class modelled again, ``__init__`` given ``sizes``, in its module."""
+        """``generic``'s class modelled again, ``__init__`` given sizes and layers, in its
+        module."""
         from shapecheck.analysis import _class_model
 
         home = self.homes.get(init)
@@ -705,13 +739,13 @@ class ProjectScope:
             node = self._class_nodes.get(generic.name)
             if node is None:
                 return None
-            return _class_model(self.context, node, self.globals, dict(sizes))
+            return _class_model(self.context, node, self.globals, given)
         classes = home.context.classes if home.context is not None else None
         node = classes.node(generic.name) if isinstance(classes, _Classes) else None
         if node is None or home.context is None:
             return None
         with active(home.evidence):
-            return _class_model(home.context, node, {}, dict(sizes))
+            return _class_model(home.context, node, {}, given)
 
     # --- resolution -----------------------------------------------------------------------
 
@@ -937,6 +971,25 @@ def _handed_on(init: FunctionNode | None) -> set[str]:
     for local in list(handed):
         handed |= computed.get(local, set())
     return handed & parameters
+
+
+def _kept_on_self(init: FunctionNode) -> set[str]:
+    """The parameters ``__init__`` stores as they are (``self.gate = gate``): a layer handed
+    there is the instance's layer."""
+    parameters = {param.arg for param in [*init.args.args, *init.args.kwonlyargs]}
+    return {
+        node.value.id
+        for node in ast.walk(init)
+        if isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.Name)
+        and node.value.id in parameters
+        and any(
+            isinstance(target, ast.Attribute)
+            and isinstance(target.value, ast.Name)
+            and target.value.id == "self"
+            for target in node.targets
+        )
+    }
 
 
 def _names_in(node: ast.AST) -> set[str]:
