@@ -779,3 +779,35 @@ def test_what_may_be_a_shape_or_a_tensor_is_no_int(use: str) -> None:
         """
     reads = _read_facts(source)
     assert not any(isinstance(fact, IntFact) for fact in reads["shape"])
+
+
+def test_one_side_of_a_choice_takes_the_others_rank_on_a_guess() -> None:
+    """Hugging Face's cross-attention reads the encoder's states where it is handed them, its
+    own otherwise: ``current_states`` is ``[batch, seq, features]`` either way."""
+    source = """\
+        def f(hidden_states, key_value_states, is_cross_attention, scale):
+            b, n, d = hidden_states.shape
+            current_states = key_value_states if is_cross_attention else hidden_states
+            kv = key_value_states
+            scaled = scale if scale is not None else 1.0
+            s = scale
+            return current_states, scaled
+        """
+    kv = bound(source, "kv")
+    assert kv.rank == 3
+    assert kv.guess == (
+        "`key_value_states` has 3 axes, as the tensor it stands in for on the other branch does"
+    )
+    assert bound(source, "current_states").rank == 3
+    assert bound(source, "s").rank is None  # a number on the other branch: no tensor's rank
+
+
+def test_a_choice_between_two_tensors_of_unknown_rank_shows_none() -> None:
+    source = """\
+        def f(key_value_states, hidden_states, is_cross_attention):
+            current_states = key_value_states if is_cross_attention else hidden_states
+            kv = key_value_states
+            return current_states
+        """
+    assert bound(source, "kv").rank is None
+    assert bound(source, "current_states").rank is None

@@ -102,6 +102,7 @@ from shapecheck.analysis.usage import (
     ParameterUses,
     RankByUse,
     addend_uses,
+    alternative_uses,
     decide,
     fixed,
     function_uses,
@@ -1050,7 +1051,9 @@ class Interpreter:
                 return self._subscript(node)
             case ast.IfExp(test=test, body=body, orelse=orelse):
                 self.eval(test)
-                return join(self.eval(body), self.eval(orelse))
+                chosen, other = self.eval(body), self.eval(orelse)
+                chosen, other = self._partners(body, chosen, orelse, other, alternative_uses)
+                return join(chosen, other)
             case ast.Compare(left=left, ops=operators, comparators=comparators):
                 if any(isinstance(op, _IDENTITY_TESTS) for op in operators):
                     for operand in (left, *comparators):

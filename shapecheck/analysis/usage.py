@@ -10,11 +10,12 @@ input and index (each has the other's rank), and handing the
 tensor to a function of the module whose uses fix the rank of that parameter. Others bound it
 from below only: ``x.transpose(2, 3)``, ``x.size(3)``, ``x.shape[-3]``, ``x[:, :, 0]``. A use as
 a size (one of a view's several sizes, ``torch.zeros(n)``, an einops axis length) shows an int,
-which the parameter is from there on (a 0-d tensor would serve as one too). Three are guesses,
+which the parameter is from there on (a 0-d tensor would serve as one too). Four are guesses,
 which every finding resting on them states ("assuming ..."): a bound of :data:`LIKELY_FROM` axes
 or more is taken as the rank, a factor of a matrix product takes the rank of the other where
-that is a batch of matrices (:func:`partner_uses`), and a term added to 4-D attention scores
-(a mask, a bias; SDPA's ``attn_mask``) takes theirs (:func:`addend_uses`).
+that is a batch of matrices (:func:`partner_uses`), a term added to 4-D attention scores
+(a mask, a bias; SDPA's ``attn_mask``) takes theirs (:func:`addend_uses`), and one side of a
+choice (``a if test else b``) takes the other's (:func:`alternative_uses`).
 
 The interpreter notes each such use of a parameter that still holds what was passed in (the
 very fact it started from, learned further: a name bound again, or a tensor changed in place,
@@ -308,6 +309,18 @@ def partner_uses(name: str | None, partner: Fact) -> Evidence | None:
     if name is None or rank is None or rank < 3:
         return None
     guess = f"`{name}` has {rank} axes, as the other factor of its matrix product does"
+    return Evidence(rank, exact=True, guess=guess)
+
+
+def alternative_uses(name: str | None, partner: Fact) -> Evidence | None:
+    """A value that stands in for a tensor of known rank on the other branch of a choice
+    (``current_states = key_value_states if is_cross_attention else hidden_states``) has its
+    rank, on a guess: the code after the choice reads either one the same way (the encoder's
+    states of cross-attention are ``[batch, seq, features]`` as the decoder's are)."""
+    rank = partner.rank if isinstance(partner, TensorFact) else None
+    if name is None or rank is None:
+        return None
+    guess = f"`{name}` has {rank} axes, as the tensor it stands in for on the other branch does"
     return Evidence(rank, exact=True, guess=guess)
 
 
