@@ -640,9 +640,11 @@ class ProjectScope:
     ) -> InstanceFact:
         """An instance of ``cls`` as construction ``node`` builds it: where it passes sizes
         the class's own sizes are made of (``Head(n_embd, head_size=n_embd // n_head)``,
-        ``Head(64, 16)``), a model of the class built from ``__init__`` with them, so its
-        ``forward`` computes in the caller's sizes; otherwise the class's one model. A class
-        of the checked module so built is one of its :attr:`constructions`."""
+        ``Head(64, 16)``), or layers ``__init__`` keeps as they are (``Router(gate=nn.Linear(d,
+        n))`` where ``self.gate = gate``), a model of the class built from ``__init__`` with
+        them, so its ``forward`` computes in the caller's sizes and layers; otherwise the
+        class's one model. A class of the checked module so built is one of its
+        :attr:`constructions`."""
         if caller.record and caller.in_constructor and caller.class_model:
             # ``__init__`` read again as a function: its class's model, built first, already
             # holds the layers the methods use
