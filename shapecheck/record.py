@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from operator import attrgetter
+from operator import attrgetter, eq, ge, gt, le, lt
 from typing import Any, TypeVar, dataclass_transform, overload
 
 _Record = TypeVar("_Record")
@@ -46,15 +46,13 @@ def record(
         )
         shown = [field.name for field in every if field.repr]
         methods: dict[str, Callable[..., Any]] = {
-            "__eq__": _compare(compared, lambda mine, theirs: mine == theirs),
+            "__eq__": _compare(compared, eq),
             "__hash__": lambda self: hash(hashed(self)),
             "__repr__": lambda self: _repr(self, shown),
         }
         if order:
-            methods["__lt__"] = _compare(compared, lambda mine, theirs: mine < theirs)
-            methods["__le__"] = _compare(compared, lambda mine, theirs: mine <= theirs)
-            methods["__gt__"] = _compare(compared, lambda mine, theirs: mine > theirs)
-            methods["__ge__"] = _compare(compared, lambda mine, theirs: mine >= theirs)
+            tests = {"__lt__": lt, "__le__": le, "__gt__": gt, "__ge__": ge}
+            methods.update((name, _compare(compared, test)) for name, test in tests.items())
         for name, method in methods.items():
             if name not in vars(cls):  # a method the class writes itself is kept
                 method.__name__ = method.__qualname__ = name
@@ -75,7 +73,7 @@ def _values(names: list[str]) -> Callable[[object], tuple[object, ...]]:
 
 
 def _compare(
-    values: Callable[[object], tuple[object, ...]], test: Callable[[Any, Any], bool]
+    values: Callable[[object], tuple[object, ...]], test: Callable[[Any, Any], Any]
 ) -> Callable[[object, object], object]:
     """A comparison of two records of one class by their fields, in order; of anything else,
     ``NotImplemented`` (Python then tries the other side), as a dataclass's."""
