@@ -72,18 +72,27 @@ def discover(
 def _identities() -> Callable[[Path], str]:
     """The file a path names (its real path), so that each is checked once. A symlink loop
     resolves to a path of the loop: it stands for itself, and reading it reports the loop.
-    Each folder's real path is found once: resolving every file's whole path would look at
-    each folder above it again (most of a warm run's time on thousands of files)."""
+    Each folder's real path is found once, from its parent's where it is no symlink:
+    resolving every file's, or every folder's, whole path would look at each folder above
+    it again (most of a warm run's time on thousands of files)."""
     folders: dict[str, str] = {}
+
+    def real_folder(folder: str) -> str:
+        real = folders.get(folder)
+        if real is None:
+            parent, name = os.path.split(folder)
+            if name in ("", ".", "..") or os.path.islink(folder):
+                real = os.path.realpath(folder)
+            else:
+                real = os.path.join(real_folder(parent), name)
+            folders[folder] = real
+        return real
 
     def identity(path: Path) -> str:
         if os.path.islink(path):
             return os.path.realpath(path)
         folder, name = os.path.split(path)
-        real = folders.get(folder)
-        if real is None:
-            real = folders[folder] = os.path.realpath(folder)
-        return os.path.join(real, name)
+        return os.path.join(real_folder(folder), name)
 
     return identity
 
