@@ -46,24 +46,43 @@ class ResultCache:
         self.root = directory
         self.folder = directory / _fingerprint(codes, known_modules)
         self.codes = frozenset([*codes, INPUT_ERROR_CODE])
+        self._folder = os.fspath(self.folder)
         self._digests: dict[str, str | None] = {}
-        """The content digest of each dependency, read once per run."""
+        """The content digest of each file, hashed once per run: as a file looked up, or as
+        one a result rests on."""
 
     def get(self, path: str, data: bytes, *, edits: bool = True) -> list[Diagnostic] | None:
         """The diagnostics stored for ``data``, reported at ``path``; ``None`` on a miss.
         ``edits``: the run needs the fixes' edits, so a result whose fixes were only offered
         (a text report's) is a miss too, checked again with them written."""
+        return self.diagnostics(path, self.entry(path, data), edits=edits)
+
+    def entry(self, path: str, data: bytes) -> Any:
+        """What is stored for ``data`` (``None``: nothing readable), not yet trusted. The
+        digest of ``data`` is the key, and it is kept as ``path``'s digest: a result that
+        rests on the file at ``path`` does not read and hash it again."""
+        key = _key(data)
+        self._digests[os.path.abspath(path)] = key
         try:
-            entries = json.loads(read_regular_file(self.folder / _key(data)))
+            return json.loads(read_regular_file(os.path.join(self._folder, key + ".json")))
         except (OSError, ValueError, RecursionError):
             return None
-        if isinstance(entries, dict):
-            entries = self._still_valid(path, entries)
+
+    @staticmethod
+    def rests_on_others(entry: Any) -> bool:
+        """Was the result an :meth:`entry` holds worked out from other files too?"""
+        return isinstance(entry, dict)
+
+    def diagnostics(self, path: str, entry: Any, *, edits: bool = True) -> list[Diagnostic] | None:
+        """The diagnostics of an :meth:`entry`, reported at ``path``, or ``None`` where it is
+        not to be trusted (see :meth:`get`); an entry that :func:`rests_on_others` is read
+        against the digests of the files it rests on."""
+        entries = self._still_valid(path, entry) if self.rests_on_others(entry) else entry
         if not isinstance(entries, list):
             return None
         diagnostics: list[Diagnostic] = []
-        for entry in entries:
-            diagnostic = _diagnostic(path, entry, self.codes)
+        for each in entries:
+            diagnostic = _diagnostic(path, each, self.codes)
             if diagnostic is None:
                 return None  # never trusted in part: the file is checked again
             if edits and diagnostic.fix is not None and diagnostic.fix.edits is None:
@@ -106,7 +125,8 @@ class ResultCache:
                 "dependencies": dependencies,
                 "diagnostics": entries,
             }
-        temporary = self.folder / f"{_key(data)}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+        key = _key(data)
+        temporary = self.folder / f"{key}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
         try:
             self._prepare()
             # not mkstemp, whose files only their owner may read: the umask decides
@@ -114,7 +134,7 @@ class ResultCache:
             try:
                 with os.fdopen(descriptor, "w", encoding="utf-8") as file:
                     json.dump(entries, file)
-                os.replace(temporary, self.folder / _key(data))
+                os.replace(temporary, self.folder / f"{key}.json")
             except BaseException:
                 os.unlink(temporary)
                 raise
@@ -137,7 +157,9 @@ class ResultCache:
 
 
 def _key(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest() + ".json"
+    """The entry's name without ``.json``: the SHA-256 of the content, the digest
+    :func:`shapecheck.project.digest` gives for the same file."""
+    return hashlib.sha256(data).hexdigest()
 
 
 def _fingerprint(codes: Sequence[str], known_modules: Sequence[str]) -> str:

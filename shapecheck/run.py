@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from shapecheck.diagnostics import FileResult, input_error, internal_error
+from shapecheck.diagnostics import Diagnostic, FileResult, input_error, internal_error
 from shapecheck.files import read_regular_file
 
 if TYPE_CHECKING:
@@ -43,26 +43,49 @@ def check_files(
 ) -> list[FileResult]:
     """Check each target, running the rules ``codes``; ``write_fixes``: with the edits of
     each fix (a report that prints none needs only the offers: no libcst)."""
-    results: list[FileResult] = []
+    results: dict[int, FileResult] = {}
     pending: list[tuple[str, bytes]] = []
-    for path, data in targets:
-        content = read(path) if data is None else data
+    pending_at: list[int] = []
+    resting: list[tuple[int, Any]] = []
+
+    def settle(index: int, content: bytes | FileResult, cached: list[Diagnostic] | None) -> None:
+        path = targets[index][0]
         if isinstance(content, FileResult):
-            results.append(content)
-            continue
-        cached = cache.get(path, content, edits=write_fixes) if cache is not None else None
-        if cached is None:
-            pending.append((path, content))
+            results[index] = content
+        elif cached is not None:
+            results[index] = FileResult(path, cached)
         else:
-            results.append(FileResult(path, cached))
+            pending.append((path, content))
+            pending_at.append(index)
+
+    for index, (path, data) in enumerate(targets):
+        content = read(path) if data is None else data
+        if cache is None or isinstance(content, FileResult):
+            settle(index, content, None)
+        elif cache.rests_on_others(entry := cache.entry(path, content)):
+            resting.append((index, entry))  # its content is read again on a miss only
+        else:
+            settle(index, content, cache.diagnostics(path, entry, edits=write_fixes))
+    # every file given is hashed now: a result that rests on one of them is trusted or not
+    # by that digest, without reading the file a second time
+    for index, entry in resting:
+        assert cache is not None
+        path, data = targets[index]
+        cached = cache.diagnostics(path, entry, edits=write_fixes)
+        if cached is not None:
+            results[index] = FileResult(path, cached)
+        else:
+            settle(index, read(path) if data is None else data, None)
 
     def store(index: int, result: FileResult) -> None:
         path, content = pending[index]
         if cache is not None and result.complete:
             cache.put(content, result.diagnostics, path, result.dependencies)
 
-    results.extend(_check_all(pending, codes, jobs, store, write_fixes))
-    return results
+    checked = _check_all(pending, codes, jobs, store, write_fixes)
+    for index, result in zip(pending_at, checked, strict=True):
+        results[index] = result
+    return [results[index] for index in range(len(targets))]
 
 
 def read(path: str) -> bytes | FileResult:

@@ -640,6 +640,47 @@ def test_editing_a_dependency_checks_its_users_again(tmp_path: Path) -> None:
     assert list((tmp_path / ".shapecheck_cache").rglob("*.json"))
 
 
+def test_a_dependency_checked_in_the_same_run_is_hashed_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A warm run trusts attention.py's result by the digest of layers.py taken when layers.py
+    was looked up itself (after attention.py: the names sort so), not by reading it again; and
+    layers.py edited, that digest is the new one: attention.py is checked again."""
+    from shapecheck import cache as cache_module
+    from shapecheck.cache import ResultCache
+    from shapecheck.run import check_files
+
+    folder = package(tmp_path, layers=SPLIT_HEADS, attention=MERGES)
+    targets: list[tuple[str, bytes | None]] = [
+        (str(folder / name), None) for name in ("attention.py", "layers.py")
+    ]
+    codes = [rule.code for rule in RULES]
+    cache = ResultCache(tmp_path / "cache", codes)
+    [cold, _] = check_files(targets, codes, cache, jobs=1)
+    assert [(d.line, d.code) for d in cold.diagnostics] == [(9, "SC101")]
+
+    digested: list[str] = []
+    real_digest = cache_module.digest
+    monkeypatch.setattr(
+        cache_module, "digest", lambda path: digested.append(path) or real_digest(path)
+    )
+    rules_run: list[str] = []
+    monkeypatch.setattr(
+        "shapecheck.run._check_all", lambda pending, *_: rules_run.extend(pending) or []
+    )
+    warm_cache = ResultCache(tmp_path / "cache", codes)
+    [warm, _] = check_files(targets, codes, warm_cache, jobs=1)
+    assert warm.diagnostics == cold.diagnostics and not rules_run
+    assert str(folder / "layers.py") not in digested
+    check_files(targets[:1], codes, ResultCache(tmp_path / "cache", codes), jobs=1)
+    assert digested == [str(folder / "layers.py")]  # not checked in this run: read for the check
+
+    monkeypatch.undo()
+    write(folder, {"layers.py": HEADS_LAST})
+    [edited, _] = check_files(targets, codes, ResultCache(tmp_path / "cache", codes), jobs=1)
+    assert edited.diagnostics == []
+
+
 STATIC_ATTENTION = """\
     import math
 
