@@ -11,6 +11,7 @@ after a real ``pip install .`` with its dependencies.)
 
 from __future__ import annotations
 
+import ast
 import email.parser
 import importlib.util
 import os
@@ -106,6 +107,27 @@ def test_the_wheel_is_our_distribution_and_installs_the_shapecheck_command(wheel
     assert sorted(re.split(r"[<>=;\s]", r, maxsplit=1)[0] for r in torch_extra) == sorted(
         TORCH_EXTRA_MODULES
     )
+
+
+def test_the_wheel_requires_every_package_the_linter_imports(wheel: Path) -> None:
+    """``pip install torch-shapecheck`` must bring what ``--fix`` loads (libcst) as well as
+    what every check loads; the runtime half (torch extra) and the editor server (lsp extra)
+    say what to install instead."""
+    extras = ("reference", "confirm", "lsp.py")
+    imported: set[str] = set()
+    for path in (ROOT / "shapecheck").rglob("*.py"):
+        if path.relative_to(ROOT / "shapecheck").parts[0] in extras:
+            continue
+        for node in ast.walk(ast.parse(path.read_bytes())):
+            if isinstance(node, ast.Import):
+                imported.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                imported.add(node.module.split(".")[0])
+    third_party = imported - set(sys.stdlib_module_names) - {"shapecheck"}
+    assert {"click", "libcst"} <= third_party, third_party  # the scan sees the imports
+    required = _metadata(wheel).get_all("Requires-Dist") or []
+    core = {re.split(r"[<>=!~;\s\[]", r, maxsplit=1)[0] for r in required if "extra" not in r}
+    assert third_party <= core, sorted(third_party - core)
 
 
 def test_the_wheel_ships_rules_and_fixtures_inside_the_package_only(wheel: Path) -> None:
