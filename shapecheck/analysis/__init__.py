@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import builtins
 import os
-from collections.abc import Container, Iterator, Sequence
+from collections.abc import Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
@@ -98,6 +98,7 @@ class ModuleAnalysis:
     _functions_by_node: dict[ast.AST, FunctionFacts] | None = field(default=None, repr=False)
     _averaged: dict[ast.AST, frozenset[str]] = field(default_factory=dict, repr=False)
     """Per function: how the values that attention weights average are written."""
+    _observed: dict[type, list[object]] = field(default_factory=dict, repr=False)
 
     # --- what rules ask -------------------------------------------------------------------------
 
@@ -160,15 +161,16 @@ class ModuleAnalysis:
         self, kind: type[ObservationT], within: FunctionNode | None = None
     ) -> Iterator[ObservationT]:
         """The conclusions of the analysis of one kind, each once (a method inlined at several
-        call sites repeats them), optionally only those ``within`` one function."""
-        seen: set[object] = set()
-        for function in self.functions:
-            if within is not None and function.node is not within:
-                continue
-            for observation in function.observations:
-                if isinstance(observation, kind) and observation not in seen:
-                    seen.add(observation)
-                    yield observation
+        call sites repeats them), optionally only those ``within`` one function. The module's
+        are found once per kind: rules ask again and again (per product of scores), and
+        telling repeats apart hashes each observation's facts in full."""
+        if within is not None:
+            yield from _each_once(kind, (f for f in self.functions if f.node is within))
+            return
+        found = self._observed.get(kind)
+        if found is None:
+            found = self._observed[kind] = list(_each_once(kind, self.functions))
+        yield from found  # type: ignore[misc]
 
     def co_attention(self, product: Product) -> bool:
         """Is ``product`` a similarity that aligns two sequences both ways: softmaxed over
@@ -289,6 +291,17 @@ class ModuleAnalysis:
             syntax.parents = _parents(self.module)
             syntax.parents.update((name, dot) for dot, name in syntax.attribute_names.items())
         return syntax.parents.get(node)
+
+
+def _each_once(
+    kind: type[ObservationT], functions: Iterable[FunctionFacts]
+) -> Iterator[ObservationT]:
+    seen: set[object] = set()
+    for function in functions:
+        for observation in function.observations:
+            if isinstance(observation, kind) and observation not in seen:
+                seen.add(observation)
+                yield observation
 
 
 def _parents(module: ast.Module) -> dict[ast.AST, ast.AST]:
