@@ -55,14 +55,16 @@ class ResultCache:
         """The diagnostics stored for ``data``, reported at ``path``; ``None`` on a miss.
         ``edits``: the run needs the fixes' edits, so a result whose fixes were only offered
         (a text report's) is a miss too, checked again with them written."""
-        return self.diagnostics(path, self.entry(path, data), edits=edits)
+        return self.diagnostics(path, self.entry(path, data, read_from_disk=False), edits=edits)
 
-    def entry(self, path: str, data: bytes) -> Any:
+    def entry(self, path: str, data: bytes, *, read_from_disk: bool = True) -> Any:
         """What is stored for ``data`` (``None``: nothing readable), not yet trusted. The
-        digest of ``data`` is the key, and it is kept as ``path``'s digest: a result that
-        rests on the file at ``path`` does not read and hash it again."""
+        digest of ``data`` is the key; where ``data`` was read from the file at ``path`` (not
+        an editor's unsaved text given for it), it is kept as that file's digest: a result
+        that rests on the file does not read and hash it again."""
         key = _key(data)
-        self._digests[os.path.abspath(path)] = key
+        if read_from_disk:
+            self._digests[os.path.abspath(path)] = key
         try:
             return json.loads(read_regular_file(os.path.join(self._folder, key + ".json")))
         except (OSError, ValueError, RecursionError):

@@ -62,7 +62,9 @@ def check_files(
         content = read(path) if data is None else data
         if cache is None or isinstance(content, FileResult):
             settle(index, content, None)
-        elif cache.rests_on_others(entry := cache.entry(path, content)):
+            continue
+        entry = cache.entry(path, content, read_from_disk=data is None)
+        if cache.rests_on_others(entry):
             resting.append((index, entry))  # its content is read again on a miss only
         else:
             settle(index, content, cache.diagnostics(path, entry, edits=write_fixes))

@@ -681,6 +681,28 @@ def test_a_dependency_checked_in_the_same_run_is_hashed_once(
     assert edited.diagnostics == []
 
 
+def test_text_given_for_a_file_is_not_taken_for_the_file_a_result_rests_on(
+    tmp_path: Path,
+) -> None:
+    """An editor's unsaved text of layers.py (given on stdin) is not what model.py's cached
+    result rested on: layers.py as it is on disk decides, even where the text is the very
+    content the result was worked out from."""
+    from shapecheck.cache import ResultCache
+    from shapecheck.run import check_files
+
+    folder = package(tmp_path, layers=SPLIT_HEADS, model=MERGES)
+    model, layers = str(folder / "model.py"), str(folder / "layers.py")
+    codes = [rule.code for rule in RULES]
+    cache = ResultCache(tmp_path / "cache", codes)
+    [cold] = check_files([(model, None)], codes, cache, jobs=1)
+    assert [(d.line, d.code) for d in cold.diagnostics] == [(9, "SC101")]
+    unsaved = (folder / "layers.py").read_bytes()
+    write(folder, {"layers.py": HEADS_LAST})
+    targets: list[tuple[str, bytes | None]] = [(layers, unsaved), (model, None)]
+    _, checked = check_files(targets, codes, ResultCache(tmp_path / "cache", codes), jobs=1)
+    assert checked.diagnostics == []  # on disk, layers.py leaves the heads where they are
+
+
 STATIC_ATTENTION = """\
     import math
 

@@ -308,9 +308,16 @@ MUTANTS = [
     Mutant(
         "cache-hashes-a-dependency-checked-in-the-run-again",
         "shapecheck/run.py",
-        "        elif cache.rests_on_others(entry := cache.entry(path, content)):\n",
-        "        elif False and cache.rests_on_others(entry := cache.entry(path, content)):\n",
+        "        if cache.rests_on_others(entry):\n",
+        "        if False:\n",
         (f"{PROJECT}::test_a_dependency_checked_in_the_same_run_is_hashed_once",),
+    ),
+    Mutant(
+        "cache-takes-given-text-for-the-file-on-disk",
+        "shapecheck/run.py",
+        "        entry = cache.entry(path, content, read_from_disk=data is None)\n",
+        "        entry = cache.entry(path, content)\n",
+        (f"{PROJECT}::test_text_given_for_a_file_is_not_taken_for_the_file_a_result_rests_on",),
     ),
     Mutant(
         "dependency-evidence-never-replayed",
