@@ -51,12 +51,6 @@ class ResultCache:
         """The content digest of each file, hashed once per run: as a file looked up, or as
         one a result rests on."""
 
-    def get(self, path: str, data: bytes, *, edits: bool = True) -> list[Diagnostic] | None:
-        """The diagnostics stored for ``data``, reported at ``path``; ``None`` on a miss.
-        ``edits``: the run needs the fixes' edits, so a result whose fixes were only offered
-        (a text report's) is a miss too, checked again with them written."""
-        return self.diagnostics(path, self.entry(path, data, read_from_disk=False), edits=edits)
-
     def entry(self, path: str, data: bytes, *, read_from_disk: bool = True) -> Any:
         """What is stored for ``data`` (``None``: nothing readable), not yet trusted. The
         digest of ``data`` is the key; where ``data`` was read from the file at ``path`` (not
@@ -76,9 +70,10 @@ class ResultCache:
         return isinstance(entry, dict)
 
     def diagnostics(self, path: str, entry: Any, *, edits: bool = True) -> list[Diagnostic] | None:
-        """The diagnostics of an :meth:`entry`, reported at ``path``, or ``None`` where it is
-        not to be trusted (see :meth:`get`); an entry that :func:`rests_on_others` is read
-        against the digests of the files it rests on."""
+        """The diagnostics of an :meth:`entry`, reported at ``path``; ``None`` on a miss. An
+        entry that :meth:`rests_on_others` is read against the digests of the files it rests
+        on. ``edits``: the run needs the fixes' edits, so a result whose fixes were only
+        offered (a text report's) is a miss too, checked again with them written."""
         entries = self._still_valid(path, entry) if self.rests_on_others(entry) else entry
         if not isinstance(entries, list):
             return None

@@ -147,12 +147,19 @@ def _upper(item: tuple[str, bytes]) -> str:
     return item[0].upper()
 
 
+def _looked_up(
+    cache: ResultCache, path: str, data: bytes, *, edits: bool = True
+) -> list[Diagnostic] | None:
+    """What a run finds in the cache for ``data`` checked at ``path`` (``None``: a miss)."""
+    return cache.diagnostics(path, cache.entry(path, data), edits=edits)
+
+
 def test_a_changed_file_or_other_rules_miss_the_cache(tmp_path: Path) -> None:
     cache = ResultCache(tmp_path, CODES)
     cache.put(b"x = 1\n", [])
-    assert cache.get("a.py", b"x = 1\n") == []
-    assert cache.get("a.py", b"x = 2\n") is None
-    assert ResultCache(tmp_path, ["SC101"]).get("a.py", b"x = 1\n") is None
+    assert _looked_up(cache, "a.py", b"x = 1\n") == []
+    assert _looked_up(cache, "a.py", b"x = 2\n") is None
+    assert _looked_up(ResultCache(tmp_path, ["SC101"]), "a.py", b"x = 1\n") is None
 
 
 @pytest.mark.parametrize(
@@ -181,7 +188,7 @@ def test_a_damaged_entry_is_a_miss(tmp_path: Path) -> None:
     cache.put(b"x = 1\n", [])
     [entry] = tmp_path.rglob("*.json")
     entry.write_text("{not json", encoding="utf-8")
-    assert cache.get("a.py", b"x = 1\n") is None
+    assert _looked_up(cache, "a.py", b"x = 1\n") is None
 
 
 def test_an_unwritable_cache_is_skipped(tmp_path: Path) -> None:
@@ -189,7 +196,7 @@ def test_an_unwritable_cache_is_skipped(tmp_path: Path) -> None:
     blocker.write_text("a file where the folder should be", encoding="utf-8")
     cache = ResultCache(blocker, CODES)
     cache.put(b"x = 1\n", [])  # no error
-    assert cache.get("a.py", b"x = 1\n") is None
+    assert _looked_up(cache, "a.py", b"x = 1\n") is None
 
 
 def _shapecheck(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -276,12 +283,12 @@ def test_offered_fixes_serve_only_reports_without_edits(tmp_path: Path) -> None:
         model.read_bytes(),
     )
     check_files(target, CODES, cache, jobs=1, write_fixes=False)
-    offered = cache.get(str(model), data, edits=False)
+    offered = _looked_up(cache, str(model), data, edits=False)
     assert offered and offered[0].fix is not None and offered[0].fix.edits is None
-    assert cache.get(str(model), data) is None
+    assert _looked_up(cache, str(model), data) is None
     [written] = check_files(target, CODES, cache, jobs=1)
     for edits in (True, False):
-        cached = cache.get(str(model), data, edits=edits)
+        cached = _looked_up(cache, str(model), data, edits=edits)
         assert cached and [d.fix for d in cached] == [d.fix for d in written.diagnostics]
     assert written.diagnostics[0].fix is not None and written.diagnostics[0].fix.edits
 
