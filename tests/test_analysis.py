@@ -61,6 +61,13 @@ def test_heads_of_halved_sizes_are_seen_split_apart() -> None:
     assert heads_split_apart(width, (B, L, heads, depth)) is None
 
 
+def test_a_width_merged_with_the_heads_is_no_split() -> None:
+    """LongT5's ``unshape``: values ``[..., D]`` (their rank unknown) viewed as ``(B, -1,
+    H*D)`` merge heads into the width; ``D // (H*D)`` is no count of heads."""
+    assert heads_split_apart(D, (B, Dim.symbol("?"), H * D)) is None
+    assert heads_split_apart(H * D, (B, H, L, D)) is not None  # the split it resembles
+
+
 # --- PyTorch's view rule ----------------------------------------------------------------
 
 

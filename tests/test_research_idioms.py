@@ -1095,3 +1095,26 @@ def test_a_partial_calls_its_function_with_the_arguments_it_bound(name: str, sha
     [forward] = [f for f in functions if f.name == "Block.forward"]
     [fact] = [fact for _, bound, fact in forward.bindings if bound == name]
     assert isinstance(fact, TensorFact) and format_shape(fact.shape) == shape
+
+
+@pytest.mark.parametrize(
+    ("replaced", "tiled"),
+    [
+        ("reps[1] = n", "[b, n, self.heads, n, dim_head]"),
+        ("reps[-1] = 2", "[b, 1, self.heads, n, 2*dim_head]"),
+        ("reps[self.heads] = 2", "?"),  # an index the analysis cannot read: nothing is known
+    ],
+)
+def test_a_list_with_an_item_replaced_holds_the_new_item(replaced: str, tiled: str) -> None:
+    """LongT5's ``reps = [1] * (k.ndim + 1)`` then ``reps[1] = blocks``; ``sizes =
+    list(k.shape)`` then ``sizes[-1] = 2``: later reads see the item written."""
+    body = QKV + (
+        "reps = [1] * (k.ndim + 1)\n"
+        f"{replaced}\n"
+        "tiled = k.unsqueeze(1).repeat(reps)\n"
+        "sizes = list(k.shape)\n"
+        "sizes[-1] = 2\n"
+        "halved = k.new_zeros(sizes)\n"
+    )
+    assert shape_of(body, "tiled") == tiled
+    assert shape_of(body, "halved") == "[b, self.heads, n, 2]"

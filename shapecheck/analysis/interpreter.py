@@ -131,6 +131,10 @@ INLINE_DEPTH = 2
 """How deep calls to functions of the same module are followed."""
 
 _NUMBER_ANNOTATIONS = {"int", "float", "bool", "str"}
+_BUILTINS = frozenset(
+    {"float", "int", "len", "getattr", "map", "dict", "range", "enumerate", "list", "tuple"}
+)
+"""Built-in functions the analysis follows (others are unknown names)."""
 _NORM_AND_ACTIVATION_NAMES = frozenset(name.rsplit(".", 1)[1] for name in (*NORMS, *ACTIVATIONS))
 """Class names of layers that keep the shape and that callers swap for one another."""
 _NORM_CLASS = re.compile(r"(RMS|Layer|Group|Batch)Norm", re.IGNORECASE)
@@ -803,6 +807,31 @@ class Interpreter:
             self._bind(target.value, UNKNOWN)
         else:
             self.eval(target)  # x[i] = v: the tensor keeps its facts
+            if isinstance(target, ast.Subscript):
+                self._item_replaced(target, fact)
+
+    def _item_replaced(self, target: ast.Subscript, fact: Fact) -> None:
+        """``reps[1] = n``, ``shape[-1] = d``: a list of values or sizes with one item
+        replaced (at an index the analysis cannot read: none of them known)."""
+        key = dotted_name(target.value)
+        holder = self.env.get(key) if key is not None else None
+        if key is None or not isinstance(holder, TupleFact | SizeFact):
+            return
+        items: list[Fact] = (
+            list(holder.items)
+            if isinstance(holder, TupleFact)
+            else [IntFact(dim) for dim in holder.dims]
+        )
+        index = _single_index(target)
+        if index is None or not -len(items) <= index < len(items):
+            self.env[key] = UNKNOWN
+            return
+        items[index] = fact
+        if isinstance(holder, TupleFact):
+            self.env[key] = TupleFact(tuple(items))
+        else:
+            sizes = [item.dim if isinstance(item, IntFact) else Dim.symbol("?") for item in items]
+            self.env[key] = SizeFact(tuple(sizes))
 
     def inherit(self, function: FunctionNode, scope: Mapping[str, Fact]) -> None:
         """Start ``function`` from what it can read of ``scope`` (a closure, the module's
@@ -1182,7 +1211,7 @@ class Interpreter:
             return FunctionRef(self.context.functions[name])
         if name in self.context.classes or name in self.context.class_names:
             return ClassRef(name)
-        if name in ("float", "int", "len", "getattr", "map", "dict", "range", "enumerate"):
+        if name in _BUILTINS:
             return QualifiedName(f"builtins.{name}")
         if name == "self" and (instance := self._own_instance()) is not None:
             return instance
@@ -2167,6 +2196,9 @@ class Interpreter:
             return ScalarFact()
         if name == "builtins.dict" and not args and len(kwargs) == len(node.keywords):
             return NamedFacts(tuple((key, fact) for key, (fact, _) in kwargs.items()))
+        if name in ("builtins.list", "builtins.tuple") and len(args) == 1:
+            copied = args[0][0]  # ``list(x.shape)``: the same sizes, in a list to change
+            return copied if isinstance(copied, SizeFact | TupleFact) else Unknown("call", name)
         if name == "builtins.map" and len(args) == 2:
             return self._mapped(args[0], args[1][0])
         if name == "builtins.getattr" and len(args) == 3:

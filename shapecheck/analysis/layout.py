@@ -378,6 +378,8 @@ def heads_split_apart(width: Dim, new: tuple[Dim, ...]) -> Reinterpretation | No
     if len(new) < 3 or not new[-2].factors:
         return None  # a literal in between proves nothing (along 1, nothing moves)
     depth, between = new[-1], new[-2]
+    if not depth.floordiv(width).quotients:
+        return None  # the width whole in the last axis: heads merged, not split
     heads = width.floordiv(depth)
     # the width over the heads is the head size (a product of nested quotients may not
     # simplify back to the width: Grounding DINO's halved width and heads)
