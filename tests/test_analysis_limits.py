@@ -129,7 +129,9 @@ def test_d16_a_dim_out_of_a_0d_tensors_range_makes_the_result_unknown(call: str)
     assert tensor_of(analysed(source), f"torch.tensor(2.0).{call}").shape is None
 
 
-@pytest.mark.parametrize("equation", ["ij,jk->ik->ik", "bhid,bhjd->bhij"])
+@pytest.mark.parametrize(
+    "equation", ["ij,jk->ik->ik", "bhid,bhjd->bhij", "ij,jk->...ik", "i..j..,jk->ik"]
+)
 def test_d16_an_einsum_equation_the_operands_do_not_fit_is_unknown(equation: str) -> None:
     """A malformed equation, or one naming more axes than the operands have: PyTorch raises,
     the analysis knows nothing of the result (and finds no attention scores in it)."""

@@ -340,6 +340,38 @@ def test_an_einsum_equation_chosen_between_literals_is_each_of_them(keys: str, s
 
 
 @pytest.mark.parametrize(
+    ("equation", "shape"),
+    [
+        ('"...id,...jd->...ij", q, k', "[b, self.heads, n, n]"),
+        ('"b...d,b...d->b...", q, k', "[b, self.heads, n]"),
+        ('"...id,...jd->...ij", q[0:1], k', "[b, self.heads, n, n]"),  # [1, ...] broadcasts
+        ('"h ... d, h ... d -> ... h", q.transpose(0, 1), k.transpose(0, 1)', "[b, n, self.heads]"),
+    ],
+)
+def test_an_ellipsis_stands_for_the_axes_no_letter_names(equation: str, shape: str) -> None:
+    """Longt5's ``"...qhd,...khd->...hqk"``, IDEFICS' perceiver: ``...`` covers the axes the
+    letters leave, lined up from the right to broadcast, and the output's covers the longer."""
+    body = QKV + f"sim = torch.einsum({equation})\n"
+    assert shape_of(body, "sim") == shape
+
+
+@pytest.mark.parametrize(("scale", "found"), [("", ["SC301"]), (" * self.scale", [])])
+def test_keys_on_an_axis_before_an_ellipsis_of_unknown_extent(scale: str, found: list[str]) -> None:
+    """x-transformers' attention over layers: ``'v b ... d, l b ... d -> v l b ...'`` with
+    queries and keys of unknown rank; the keys' axis is counted from the front, and the
+    softmax over it (``dim=1``) reads attention scores."""
+    body = (
+        "query, keys = x.unsqueeze(0), self.to_k(x)\n"
+        f"sim = torch.einsum('v b ... d, l b ... d -> v l b ...', query, keys){scale}\n"
+        "weights = sim.softmax(dim=1)\n"
+    )
+    facts = bindings(body)
+    assert facts["sim"].shape is None
+    assert facts["sim"].product is not None and facts["sim"].product.key_axis == 1
+    assert findings(body, "-1") == found
+
+
+@pytest.mark.parametrize(
     ("keys_eq", "found"),
     [
         ('"bjhd"', ["SC501"]),  # the one equation: h is 4 in q and 5 in k

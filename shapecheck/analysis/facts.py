@@ -477,8 +477,10 @@ class Product:
     left_contracted: int
     right_contracted: int
     key_axis: int = -1
-    """The axis of the result that runs over the keys (negative, from the end); it moves with
-    its axis through transposes and permutes."""
+    """The axis of the result that runs over the keys, counted from the end (negative); it
+    moves with its axis through transposes and permutes. Counted from the front (not
+    negative) only while the rank is unknown and an ellipsis follows the keys' letter
+    (``einsum('v b ... d, l b ... d -> v l b ...')``)."""
     key_size: Dim | None = None
     other: Product | None = None
     """Where branches that computed scores by different products join (timm's halo

@@ -42,8 +42,9 @@ def reorder(
     if channels is not None and channels.rank == len(permutation):  # and the channels
         channels = dataclasses.replace(channels, axis=permutation.index(channels.axis))
     product = receiver.product
-    if product is not None and -len(permutation) <= product.key_axis < 0:  # and the keys
-        keys = permutation.index(product.key_axis + len(permutation)) - len(permutation)
+    rank = len(permutation)
+    if product is not None and -rank <= product.key_axis < rank:  # and the keys
+        keys = permutation.index(product.key_axis % rank) - rank
         product = dataclasses.replace(product, key_axis=keys)
     return flow(
         receiver,

@@ -198,16 +198,35 @@ EinsumAxes = tuple[list[list[str]], list[str]]
 
 def parse_einsum(equation: str, *, letters: bool) -> EinsumAxes | None:
     """``"b h i d, b h j d -> b h i j"`` (einops: names between spaces) or ``"bhid,bhjd->bhij"``
-    (torch: one letter each); ``None`` for what the analysis does not follow (``...``, no
-    ``->``)."""
-    if "->" not in equation or "." in equation or equation.count("->") != 1:
+    (torch: one letter each), where ``...`` (one per operand at most) stands for the axes no
+    letter names; ``None`` for what the analysis does not follow (no ``->``)."""
+    if equation.count("->") != 1:
         return None
     inputs, output = equation.split("->")
+    sides = [_einsum_axes(operand, letters=letters) for operand in inputs.split(",")]
+    result = _einsum_axes(output, letters=letters)
+    if result is None or any(side is None for side in sides):
+        return None
+    if ELLIPSIS in result and not any(ELLIPSIS in side for side in sides if side is not None):
+        return None  # PyTorch raises
+    return [side for side in sides if side is not None], result
 
-    def axes(part: str) -> list[str]:
-        return list(part.replace(" ", "")) if letters else part.split()
 
-    return [axes(operand) for operand in inputs.split(",")], axes(output)
+def _einsum_axes(part: str, *, letters: bool) -> list[str] | None:
+    """One side's axes, ``...`` kept as one; ``None`` for stray dots or two ellipses."""
+    if letters:
+        pieces = part.replace(" ", "").split(ELLIPSIS)
+        named = [list(piece) for piece in pieces]
+        axes = [*named[0], *(axis for piece in named[1:] for axis in (ELLIPSIS, *piece))]
+    else:
+        axes = part.split()
+    named_axes = [axis for axis in axes if axis != ELLIPSIS]
+    if len(axes) - len(named_axes) > 1 or any("." in axis for axis in named_axes):
+        return None
+    return axes
+
+
+ELLIPSIS = "..."
 
 
 def contracted(
@@ -225,8 +244,9 @@ def contracted(
     ]
     if not parsed or None in parsed or not readings:
         return TensorFact(origin=call.node, scaling=None)  # unreadable, or PyTorch raises
+    sure = len(readings) == 1
     results: list[Fact] = [
-        contraction(call, axes, operands, (first[1], second[1]), sure=len(readings) == 1)
+        contraction(call, _spelled_out(axes, operands), operands, (first[1], second[1]), sure=sure)
         for axes, operands in readings
     ]
     return functools.reduce(join, results)
@@ -242,6 +262,53 @@ def _operands_as(
         return None
     left, right = _read_as(left, operands[0]), _read_as(right, operands[1])
     return (left, right) if left is not None and right is not None else None
+
+
+def _spelled_out(parsed: EinsumAxes, operands: tuple[TensorFact, TensorFact]) -> EinsumAxes:
+    """The equation with each ``...`` replaced by a name for every axis it covers, where the
+    operands' ranks tell how many: named from the ellipsis's end (``...1``, ``...0``), as
+    PyTorch lines them up to broadcast; the output's covers the longer. Unchanged while an
+    operand's ellipsis covers an unknown number."""
+    sides, output = parsed
+    widths = [
+        tensor.rank - len(letters) + 1
+        for letters, tensor in zip(sides, operands, strict=True)
+        if ELLIPSIS in letters and tensor.rank is not None
+    ]
+    if len(widths) != sum(ELLIPSIS in letters for letters in sides) or not widths:
+        return parsed
+
+    def spelled(letters: list[str], width: int) -> list[str]:
+        if ELLIPSIS not in letters:
+            return letters
+        at = letters.index(ELLIPSIS)
+        covered = [f"{ELLIPSIS}{axis}" for axis in reversed(range(width))]
+        return [*letters[:at], *covered, *letters[at + 1 :]]
+
+    spelled_sides = [
+        spelled(letters, (tensor.rank or 0) - len(letters) + 1)
+        for letters, tensor in zip(sides, operands, strict=True)
+    ]
+    return spelled_sides, spelled(output, max(widths))
+
+
+def _letter_sizes(letters: list[str], shape: tuple[Dim, ...]) -> list[tuple[str, Dim]]:
+    """Each letter with the size of its axis; the axes an ellipsis still covers have none."""
+    if ELLIPSIS not in letters:
+        return list(zip(letters, shape, strict=True))
+    at = letters.index(ELLIPSIS)
+    after = len(letters) - at - 1
+    before = zip(letters[:at], shape[:at], strict=True)
+    return [*before, *zip(letters[at + 1 :], shape[len(shape) - after :], strict=True)]
+
+
+def _position(letters: list[str], letter: str) -> int:
+    """Where ``letter``'s axis is: counted from the front before an ellipsis that covers an
+    unknown number of axes, from the end after it."""
+    at = letters.index(letter)
+    if ELLIPSIS in letters and at > letters.index(ELLIPSIS):
+        return at - len(letters)
+    return at
 
 
 def contraction(
@@ -262,15 +329,22 @@ def contraction(
     letter_sizes: dict[str, Dim] = {}
     for letters, tensor in ((left_letters, left), (right_letters, right)):
         if tensor.shape is not None:
-            for letter, dim in zip(letters, tensor.shape, strict=True):
+            for letter, dim in _letter_sizes(letters, tensor.shape):
                 seen = letter_sizes.setdefault(letter, dim)
-                if sure and provably_different(seen, dim):
+                if letter.startswith(ELLIPSIS):  # the axes of an ellipsis broadcast
+                    letter_sizes[letter] = (broadcast_shapes((seen,), (dim,)) or (dim,))[0]
+                elif sure and provably_different(seen, dim):
                     what = f"einsum axis `{letter}` of both operands"
                     call.context.observe(SizeMismatch(call.node, what, seen, dim))
-    shape = tuple(letter_sizes.get(letter, Dim.symbol("?")) for letter in output)
+    shape: tuple[Dim, ...] | None = None
+    known_last = None
+    if ELLIPSIS not in output:
+        shape = tuple(letter_sizes.get(letter, Dim.symbol("?")) for letter in output)
+    elif output[-1] != ELLIPSIS:
+        known_last = letter_sizes.get(output[-1])
     scaling = _joint_scaling(left, right)
     if len(contracted) != 1:
-        return new_tensor(shape, call.node, left, right, scaling=scaling)
+        return new_tensor(shape, call.node, left, right, scaling=scaling, known_last=known_last)
     mixed = _mixed_scores((left, left_letters), (right, right_letters), output, contracted[0])
     if mixed is not None:  # talking heads: still the same scores, over the same keys
         return new_tensor(shape, call.node, left, right, scaling=scaling, product=mixed)
@@ -278,8 +352,10 @@ def contraction(
     key_letters = [key for key in right_letters if key not in left_letters and key in output]
     key_axis, key_size = -1, None
     if len(key_letters) == 1:
-        key_axis = output.index(key_letters[0]) - len(output)
-        key_size = shape[key_axis]
+        key_axis = _position(output, key_letters[0])
+        if ELLIPSIS not in output:
+            key_axis -= len(output)
+        key_size = letter_sizes.get(key_letters[0]) if shape is None else shape[key_axis]
     if left.masked_weights is not None:
         call.context.observe(MaskAfterSoftmax(left.masked_weights))
     product = Product(
@@ -287,19 +363,23 @@ def contraction(
         left,
         right,
         *nodes,
-        left_letters.index(letter),
-        right_letters.index(letter),
+        _position(left_letters, letter),
+        _position(right_letters, letter),
         key_axis,
         key_size,
     )
-    return new_tensor(shape, call.node, left, right, scaling=scaling, product=product)
+    return new_tensor(
+        shape, call.node, left, right, scaling=scaling, product=product, known_last=known_last
+    )
 
 
 def _read_as(tensor: TensorFact, letters: list[str]) -> TensorFact | None:
-    """An operand as an einsum reads it, one letter per axis: ``None`` where its rank is
-    known to be another (PyTorch raises); a rank guessed, or known on some paths only, is
-    forgotten (the letters tell better)."""
-    if tensor.rank is None or tensor.rank == len(letters):
+    """An operand as an einsum reads it, one letter per axis (and any number for ``...``):
+    ``None`` where its rank is known to be another (PyTorch raises); a rank guessed, or
+    known on some paths only, is forgotten (the letters tell better)."""
+    named = len(letters) - (ELLIPSIS in letters)
+    rank = tensor.rank
+    if rank is None or rank == named or (ELLIPSIS in letters and rank > named):
         return tensor
     if tensor.guess or tensor.uncertain:
         return replace(tensor, shape=None, layout=None)
@@ -318,6 +398,8 @@ def _mixed_scores(
         product = scores.product
         if not scores.is_scores or product is None or other.product is not None:
             continue
+        if ELLIPSIS in letters or ELLIPSIS in output:
+            continue  # axes counted from the end, which an ellipsis leaves unknown
         if not -len(letters) <= product.key_axis < 0:
             continue
         keys = letters[product.key_axis]
