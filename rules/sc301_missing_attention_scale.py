@@ -36,7 +36,8 @@ class MissingAttentionScale(Rule):
     QK-norm (`q_norm`/`k_norm` LayerNorm or RMSNorm layers, `nn.BatchNorm`, or the module's own
     class named `...RMSNorm`/`...LayerNorm`) does not stand for the scale: a norm gives each
     element unit variance and its elementwise gain starts at 1, so the dot product still grows
-    with d_k. Qwen3, OLMo2, Chameleon and ViT-22B scale after it; a model that wants no scale
+    with d_k; a scale applied before the norm is divided out by it. Qwen3, OLMo2, Chameleon
+    and ViT-22B scale after it; a model that wants no scale
     writes it out (Gemma 3n's `self.scaling = 1.0`; timm's Gemma 4 ViT gives SDPA `scale=1.0`
     and computes the same by hand on its other branch). A temperature or logit scale
     multiplying the scores counts as a scale. Unit vectors (`F.normalize`, cosine attention)
@@ -67,14 +68,16 @@ class MissingAttentionScale(Rule):
     No error: the unscaled attention's output differs from the reference
     (`shapecheck.reference`, and `F.scaled_dot_product_attention`) under the same weights, by
     0.12 to 1.3 at the fixtures' small sizes (fixtures/SC301_*.py, `python -m
-    shapecheck.confirm`), QK-norm'd scores and cosine similarities with no temperature
-    included (fixtures/SC301_qk_norm.py). Real case:
-    mlc-llm PR#3426. Traps that stay quiet: a similarity that aligns two sequences both ways
-    (ESIM's soft alignment, LoFTR's dual softmax), which is no dot-product attention and is
-    unscaled by design (fixtures/SC301_co_attention.py); QK-norm with a scale, a scale of 1.0
-    written out (passed on, or as SDPA's `scale=1.0` in the same function), or a learned
-    temperature on the scores; queries of one number per position
-    (`nn.Linear(d, 3)` unbound on its last axis: d_k is 1).
+    shapecheck.confirm`), QK-norm'd scores (a scale before the norm included) and cosine
+    similarities with no temperature included (fixtures/SC301_qk_norm.py), and einsums whose
+    `...` covers the batch and head axes or follows the keys' axis
+    (fixtures/SC301_functional.py). Real case: mlc-llm PR#3426. Traps that stay quiet: a
+    similarity that aligns two sequences both ways (ESIM's soft alignment, LoFTR's dual
+    softmax), which is no dot-product attention and is unscaled by design
+    (fixtures/SC301_co_attention.py); QK-norm with a scale, a scale of 1.0 written out (passed
+    on, or as SDPA's `scale=1.0` in the same function), or a learned temperature on the
+    scores; queries of one number per position (`nn.Linear(d, 3)` unbound on its last axis:
+    d_k is 1).
     """
 
     code = "SC301"

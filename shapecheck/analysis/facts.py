@@ -366,10 +366,8 @@ ACTIVATIONS = frozenset(
     f"torch.nn.{name}"
     for name in ("GELU", "SiLU", "ReLU", "Tanh", "Sigmoid", "Mish", "LeakyReLU", "ELU", "Hardswish")
 )
-NORMS = frozenset(
-    f"torch.nn.{name}"
-    for name in ("LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d")
-)
+BATCH_NORMS = frozenset(f"torch.nn.BatchNorm{rank}d" for rank in (1, 2, 3))
+NORMS = frozenset({"torch.nn.LayerNorm", "torch.nn.RMSNorm", "torch.nn.GroupNorm", *BATCH_NORMS})
 SHAPE_PRESERVING = frozenset({"torch.nn.Identity", "torch.nn.Dropout", *ACTIVATIONS, *NORMS})
 """Module classes whose output has their input's shape."""
 SAME_SHAPE = "shapecheck.same-shape"

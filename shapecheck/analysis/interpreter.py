@@ -1911,9 +1911,11 @@ class Interpreter:
             given = as_tensor(args[0][0]) if args else None
             # the model's name: Norm, file.Norm (another module's), Norm(sizes) (in its sizes)
             written = layer.name.partition("(")[0].rsplit(".", 1)[-1]
-            is_norm = _NORM_CLASS.search(written) is not None
-            if is_norm and isinstance(result, TensorFact) and given is not None:
-                return replace(result, scaling=given.scaling)  # a norm keeps the scale
+            norm = _NORM_CLASS.search(written)
+            if norm is not None and isinstance(result, TensorFact) and given is not None:
+                # unscaled, as ``products.normalised`` says; a batch norm passes a scale on
+                batch = norm.group(1).lower() == "batch"
+                return replace(result, scaling=given.scaling if batch else ())
             return result
         if not isinstance(layer, ModuleFact):
             return None

@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from shapecheck.analysis.dims import Dim, provably_different
 from shapecheck.analysis.facts import (
+    BATCH_NORMS,
     NORMS,
     UNKNOWN,
     Fact,
@@ -463,13 +464,16 @@ def _projected(call: OpCall, out: Dim | None) -> TensorFact:
 @module_op(*NORMS)
 @tensor_op(functions=functional_names("layer_norm", "rms_norm"))
 def normalised(call: OpCall) -> Fact:
-    """A norm keeps the shape and the scaling: its output has unit variance per element, and
-    its elementwise gain starts at 1, so q·kᵀ of QK-norm'd vectors still grows with d_k and
-    needs 1/sqrt(d_k) (Qwen3, OLMo2, ViT-22B scale after it); only unit vectors
-    (``F.normalize``) or a temperature on the scores scale them."""
+    """A norm keeps the shape, and its output is unscaled: it has unit variance per element
+    whatever scaled its input, and its elementwise gain starts at 1, so q·kᵀ of QK-norm'd
+    vectors still grows with d_k and needs 1/sqrt(d_k) (Qwen3, OLMo2, ViT-22B scale after
+    it); only unit vectors (``F.normalize``) or a temperature on the scores scale them. A
+    batch norm keeps its input's scaling: in eval mode it is an affine map of running
+    statistics, which a scale before it passes through."""
     receiver = call.receiver
+    scaling = receiver.scaling if call.name in BATCH_NORMS else ()
     return new_tensor(
-        receiver.shape, call.node, receiver, scaling=receiver.scaling, rank_of=receiver.rank_of
+        receiver.shape, call.node, receiver, scaling=scaling, rank_of=receiver.rank_of
     )
 
 
