@@ -1150,3 +1150,47 @@ def test_a_list_with_an_item_replaced_holds_the_new_item(replaced: str, tiled: s
     )
     assert shape_of(body, "tiled") == tiled
     assert shape_of(body, "halved") == "[b, self.heads, n, 2]"
+
+
+SCALED_THEN_NORMED = """\
+import torch
+import torch.nn as nn
+
+
+class OwnRMSNorm(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+
+
+class Attention(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.scale = dim**-0.5
+        self.to_q = nn.Linear(dim, dim)
+        self.to_k = nn.Linear(dim, dim)
+        self.norm = {norm}
+
+    def forward(self, x):
+        q = self.norm(self.to_q(x) * self.scale)
+        return (q @ self.to_k(x).transpose(-2, -1)).softmax(dim=-1)
+"""
+
+
+@pytest.mark.parametrize(
+    ("norm", "found"),
+    [
+        ("nn.LayerNorm(dim)", ["SC301"]),
+        ("nn.RMSNorm(dim)", ["SC301"]),
+        ("OwnRMSNorm(dim)", ["SC301"]),  # the module's own norm class
+        ("nn.BatchNorm1d(dim)", []),  # in eval mode, an affine map: the scale passes
+        ("nn.Identity()", []),
+    ],
+)
+def test_a_norm_divides_out_a_scale_applied_before_it(norm: str, found: list[str]) -> None:
+    rules = [rule() for rule in all_rules()]
+    text = SCALED_THEN_NORMED.format(norm=norm)
+    assert [d.code for d in lint_source(text.encode(), "normed.py", rules).diagnostics] == found
