@@ -107,6 +107,15 @@ def test_a_tensor_unpacks_along_its_first_axis() -> None:
         assert format_shape(facts[name].shape) == "[b, self.heads, n, dim_head]"
 
 
+@pytest.mark.parametrize("collect", ["tuple", "list"])
+def test_a_comprehension_collected_in_a_sequence_unpacks_to_its_elements(collect: str) -> None:
+    """x-transformers: ``k, v = tuple(rearrange(t, ...) for t in (k, v))``."""
+    body = QKV + f"k, v = {collect}(t.transpose(1, 2) for t in (k, v))\n"
+    facts = bindings(body)
+    for name in "kv":
+        assert format_shape(facts[name].shape) == "[b, n, self.heads, dim_head]"
+
+
 def test_unpacking_more_names_than_the_first_axis_holds_tells_nothing() -> None:
     body = QKV.replace("q, k, v = qkv", "q, k = qkv")
     assert "q" not in bindings(body)
