@@ -1203,3 +1203,14 @@ def test_a_norm_divides_out_a_scale_applied_before_it(norm: str, found: list[str
     rules = [rule() for rule in all_rules()]
     text = SCALED_THEN_NORMED.format(norm=norm)
     assert [d.code for d in lint_source(text.encode(), "normed.py", rules).diagnostics] == found
+
+
+def test_keys_broadcast_over_a_batch_the_queries_lack_keep_their_axis() -> None:
+    """``"...id,...jd->...ij"`` with queries ``[h, n, d]`` and keys ``[b, h, n, d]``: the batch
+    only the keys' ellipsis covers is no axis of keys, so a softmax over the heads is SC303."""
+    body = QKV + (
+        'sim = torch.einsum("...id,...jd->...ij", q[0], k) * self.scale\n'
+        "weights = sim.softmax(dim=1)\n"
+    )
+    assert shape_of(body, "sim") == "[b, self.heads, n, n]"
+    assert findings(body, "-1") == ["SC303"]

@@ -350,7 +350,11 @@ def contraction(
     if mixed is not None:  # talking heads: still the same scores, over the same keys
         return new_tensor(shape, call.node, left, right, scaling=scaling, product=mixed)
     letter = contracted[0]
-    key_letters = [key for key in right_letters if key not in left_letters and key in output]
+    key_letters = [
+        key
+        for key in right_letters
+        if key not in left_letters and key in output and not key.startswith(ELLIPSIS)
+    ]  # (an axis only the keys' longer ellipsis covers is a batch the queries broadcast over)
     key_axis, key_size = -1, None
     if len(key_letters) == 1:
         key_axis = _position(output, key_letters[0])
