@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import copy
 import itertools
 import random
 import re
@@ -332,18 +333,19 @@ _INFINITE_FILLS = re.compile(
 def fill_overflow(source: Source) -> Iterator[Edit]:
     """``masked_fill(mask, torch.finfo(x.dtype).min)`` (or ``-inf``) -> ``-1e9``: float16
     cannot hold it (masked_fill raises; arithmetic gives -inf). Left out: a fill of a tensor
-    the function made float32 first (``x = x.float()``), which holds -1e9 whatever the input's
-    dtype: timm's ZLPR loss then computes the same losses, bit for bit, from float16, bfloat16,
-    float32 and float64 logits (its log-sum-exp adds a zero logit, so -1e9 and -inf both give
-    exp() = 0)."""
-    enclosing = _enclosing_functions(source.module)
+    the code made float32 or float64 itself (see ``_wide_names``), which holds -1e9 whatever
+    the input's dtype: timm's ZLPR loss then computes the same losses, bit for bit, from
+    float16, bfloat16, float32 and float64 logits (its log-sum-exp adds a zero logit, so -1e9
+    and -inf both give exp() = 0); Mamba2's segment sums of ``A.to(hidden_states.dtype) *
+    dt.float()`` after ``hidden_states = hidden_states.float()``; gated delta rules' decays of
+    ``[x.to(torch.float32) for x in (query, key, value, beta, g)]``."""
+    wide, keepers = _wide_names(source.module)
     for node in ast.walk(source.module):
         call = _method(node, "masked_fill", "masked_fill_")
         if call is None or len(call.args) != 2:
             continue
-        function = enclosing.get(call)
         assert isinstance(call.func, ast.Attribute)
-        if function is not None and _made_float32(call.func.value, function):
+        if call in wide and _wide(call.func.value, wide[call], keepers):
             continue
         value = call.args[1]
         written = source.code(value).replace(" ", "")
@@ -357,19 +359,246 @@ def fill_overflow(source: Source) -> Iterator[Edit]:
             yield Edit(source.start(value), source.end(value), "-1e9")
 
 
-def _made_float32(tensor: ast.expr, function: ast.AST) -> bool:
-    """``tensor`` reads only names ``function`` assigns from ``.float()`` or ``.double()``."""
-    cast = {
-        target.id
-        for node in ast.walk(function)
-        if isinstance(node, ast.Assign)
-        and (value := _method(node.value, "float", "double")) is not None
-        and not value.args
-        for target in node.targets
-        if isinstance(target, ast.Name)
+_WIDE_DTYPES = frozenset({"float32", "float64", "float", "double"})
+_KEEPS_DTYPE = frozenset(
+    {
+        "reshape", "view", "unsqueeze", "squeeze", "transpose", "permute", "contiguous",
+        "expand", "repeat", "flatten", "unflatten", "clone", "cumsum", "sum", "mean", "exp",
+        "log", "neg", "clamp", "masked_fill", "unbind", "chunk", "split", "repeat_interleave",
     }
-    names = [node.id for node in ast.walk(tensor) if isinstance(node, ast.Name)]
-    return bool(names) and all(name in cast for name in names)
+)  # fmt: skip
+"""Methods whose result has their receiver's dtype."""
+
+
+def _wide(tensor: ast.expr, wide: set[str], keepers: frozenset[str] = frozenset()) -> bool:
+    """Does ``tensor`` hold float32 or float64 by the code's own casts: ``x.float()``,
+    ``x.to(torch.float32)``, a name in ``wide``, ops that keep the dtype (``x.exp()``,
+    ``torch.exp(x)``, ``F.pad(x, ...)``, a call of one of the module's functions in
+    ``keepers``, which return their first argument's dtype), or arithmetic of such tensors
+    and numbers (not with a tensor of another dtype: one of no dimensions would not promote
+    a float16 one)."""
+
+    def held(node: ast.expr) -> bool:
+        return _wide(node, wide, keepers)
+
+    if isinstance(tensor, ast.Name):
+        return tensor.id in wide
+    if isinstance(tensor, ast.Subscript):
+        return held(tensor.value)
+    if isinstance(tensor, ast.UnaryOp):
+        return held(tensor.operand)
+    if isinstance(tensor, ast.BinOp) and not isinstance(tensor.op, ast.MatMult):
+        sides = (tensor.left, tensor.right)
+        return any(map(held, sides)) and all(held(side) or _number(side) for side in sides)
+    if not isinstance(tensor, ast.Call):
+        return False
+    function = _name_of(tensor.func)
+    if isinstance(tensor.func, ast.Name) and function in keepers and tensor.args:
+        return held(tensor.args[0])
+    if not isinstance(tensor.func, ast.Attribute):
+        return False
+    method, receiver = tensor.func.attr, tensor.func.value
+    if _name_of(receiver) in ("torch", "F", "functional"):  # torch.exp(x), F.pad(x, ...)
+        kept = method in _KEEPS_DTYPE or method == "pad"
+        return kept and bool(tensor.args) and held(tensor.args[0])
+    if method in ("float", "double") and not tensor.args:
+        return True
+    if method == "to":
+        given = [*tensor.args, *(k.value for k in tensor.keywords if k.arg == "dtype")]
+        if any(_name_of(argument) in _WIDE_DTYPES for argument in given):
+            return True
+        if any(_dtype_of_wide(argument, wide) for argument in given):
+            return True  # ``.to(x.dtype)`` of an ``x`` that holds float32
+        devices = all(
+            (_name_of(argument) or "").endswith("device") for argument in tensor.args
+        ) and all(keyword.arg in ("device", "non_blocking") for keyword in tensor.keywords)
+        return devices and held(receiver)  # ``.to(x.device)`` keeps the dtype
+    return method in _KEEPS_DTYPE and held(receiver)
+
+
+def _number(node: ast.expr) -> bool:
+    if isinstance(node, ast.UnaryOp):
+        return _number(node.operand)
+    return isinstance(node, ast.Constant) and type(node.value) in (int, float)
+
+
+def _dtype_of_wide(node: ast.expr, wide: set[str]) -> bool:
+    """``x.dtype`` of an ``x`` in ``wide``."""
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == "dtype"
+        and isinstance(node.value, ast.Name)
+        and node.value.id in wide
+    )
+
+
+def _wide_names(module: ast.Module) -> tuple[dict[ast.AST, set[str]], frozenset[str]]:
+    """For each node inside a function, the names that hold float32 or float64 there
+    (``_wide``), statement by statement: an assignment of such a tensor adds its name, any
+    other removes it, and after an ``if`` (a loop, a ``try``) only what every way through
+    holds is left. A parameter of a module-level function holds one where every call of it in
+    the module passes one (Mamba2's ``segment_sum(A)``; calls from other files are not seen:
+    Hugging Face copies such helpers into each model's file); ``keepers`` are the module's
+    functions that return their first argument's dtype."""
+    functions = list(_functions(module))
+    by_name = {f.name: f for f in functions if f in module.body}
+    keepers: frozenset[str] = frozenset()
+    while True:  # a keeper may return what another one returns
+        found = frozenset(
+            name
+            for name, function in by_name.items()
+            if function.args.args and _returns_first_dtype(function, keepers)
+        )
+        if found == keepers:
+            break
+        keepers = found
+    handed: dict[ast.AST, set[str]] = {}
+    wide: dict[ast.AST, set[str]] = {}
+    for _ in range(3):  # callers' names, then their callees' parameters, then theirs
+        wide = {}
+        for function in functions:
+            wide.update(_wide_within(function, handed.get(function, set()), keepers))
+        handed = _wide_parameters(functions, by_name, wide, keepers)
+    return wide, keepers
+
+
+def _wide_within(
+    function: ast.FunctionDef | ast.AsyncFunctionDef, entry: set[str], keepers: frozenset[str]
+) -> dict[ast.AST, set[str]]:
+    """Each node of ``function`` (not of the functions inside it) with the names that hold
+    float32 or float64 before the statement that holds it."""
+    before: dict[ast.AST, set[str]] = {}
+
+    def block(statements: list[ast.stmt], held: set[str]) -> set[str]:
+        for statement in statements:
+            held = step(statement, held)
+        return held
+
+    def step(statement: ast.stmt, held: set[str]) -> set[str]:
+        for node in _own_nodes(statement):
+            before[node] = held
+        if isinstance(statement, ast.Assign):
+            for target in statement.targets:
+                held = bind(target, statement.value, held)
+        elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
+            held = bind(statement.target, statement.value, held)
+        elif isinstance(statement, ast.AugAssign) and isinstance(statement.target, ast.Name):
+            value = ast.BinOp(ast.Name(statement.target.id), statement.op, statement.value)
+            held = bind(statement.target, value, held)
+        elif isinstance(statement, ast.If):
+            held = block(statement.body, held) & block(statement.orelse, held)
+        elif isinstance(statement, ast.For | ast.AsyncFor | ast.While):
+            looped = (
+                bind(statement.target, None, held) if not isinstance(statement, ast.While) else held
+            )
+            held = held & block(statement.body, looped) & block(statement.orelse, looped)
+        elif isinstance(statement, ast.With | ast.AsyncWith):
+            for item in statement.items:
+                if item.optional_vars is not None:
+                    held = bind(item.optional_vars, None, held)
+            held = block(statement.body, held)
+        elif isinstance(statement, ast.Try):
+            ways = [block(statement.body + statement.orelse, held)]
+            ways += [block(handler.body, held) for handler in statement.handlers]
+            held = set.intersection(*ways)
+            held = block(statement.finalbody, held)
+        return held
+
+    def bind(target: ast.expr, value: ast.expr | None, held: set[str]) -> set[str]:
+        changes = assigned(target, value, held)
+        return (held - set(changes)) | {name for name, widened in changes.items() if widened}
+
+    def assigned(target: ast.expr, value: ast.expr | None, held: set[str]) -> dict[str, bool]:
+        """Each name ``target`` binds: does it hold float32 or float64 now?"""
+        if isinstance(target, ast.Name):
+            return {target.id: value is not None and _wide(value, held, keepers)}
+        if not isinstance(target, ast.Tuple | ast.List):
+            return {}
+        items: list[ast.expr] | None = None
+        if isinstance(value, ast.Tuple | ast.List):
+            items = value.elts
+        elif isinstance(value, ast.ListComp | ast.GeneratorExp):
+            items = _each_item(value)  # [x.to(torch.float32) for x in (q, k, v)]
+        changes: dict[str, bool] = {}
+        for index, element in enumerate(target.elts):
+            fits = items is not None and len(items) == len(target.elts)
+            changes.update(assigned(element, items[index] if items and fits else None, held))
+        return changes
+
+    block(function.body, set(entry))
+    return before
+
+
+def _own_nodes(statement: ast.stmt) -> Iterator[ast.AST]:
+    """The nodes of ``statement`` outside the statements nested in it (a compound statement's
+    test, its targets)."""
+    stack: list[ast.AST] = [statement]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(
+            child for child in ast.iter_child_nodes(node) if not isinstance(child, ast.stmt)
+        )
+
+
+def _returns_first_dtype(
+    function: ast.FunctionDef | ast.AsyncFunctionDef, keepers: frozenset[str]
+) -> bool:
+    """Does every ``return`` of ``function`` hold its first argument's dtype, where that is
+    float32 (Mamba2's ``reshape_into_chunks``, a pad and a reshape)?"""
+    held = _wide_within(function, {function.args.args[0].arg}, keepers)
+    returns = [node for node in held if isinstance(node, ast.Return)]
+    return bool(returns) and all(
+        node.value is not None and _wide(node.value, held[node], keepers) for node in returns
+    )
+
+
+def _each_item(comprehension: ast.ListComp | ast.GeneratorExp) -> list[ast.expr] | None:
+    """``[f(x) for x in (a, b)]`` as ``[f(a), f(b)]``: one loop over a literal tuple, no
+    condition; ``None`` otherwise."""
+    [loop] = comprehension.generators if len(comprehension.generators) == 1 else [None]
+    if loop is None or loop.ifs or not isinstance(loop.target, ast.Name):
+        return None
+    if not isinstance(loop.iter, ast.Tuple | ast.List):
+        return None
+    name = loop.target.id
+
+    class Substituted(ast.NodeTransformer):
+        def __init__(self, item: ast.expr) -> None:
+            self.item = item
+
+        def visit_Name(self, node: ast.Name) -> ast.expr:
+            return self.item if node.id == name else node
+
+    return [Substituted(item).visit(copy.deepcopy(comprehension.elt)) for item in loop.iter.elts]
+
+
+def _wide_parameters(
+    functions: list[ast.FunctionDef | ast.AsyncFunctionDef],
+    by_name: dict[str, ast.FunctionDef | ast.AsyncFunctionDef],
+    wide: dict[ast.AST, set[str]],
+    keepers: frozenset[str],
+) -> dict[ast.AST, set[str]]:
+    """The parameters of each module-level function that every call in the module passes a
+    float32 or float64 tensor, by position."""
+    passed: dict[ast.FunctionDef | ast.AsyncFunctionDef, list[list[bool]]] = {}
+    for node, held in wide.items():
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+            continue
+        callee = by_name.get(node.func.id)
+        if callee is not None and not node.keywords:
+            passed.setdefault(callee, []).append(
+                [_wide(argument, held, keepers) for argument in node.args]
+            )
+    handed: dict[ast.AST, set[str]] = {}
+    for callee, calls in passed.items():
+        parameters = [argument.arg for argument in callee.args.args]
+        handed[callee] = {
+            name
+            for index, name in enumerate(parameters)
+            if all(index < len(call) and call[index] for call in calls)
+        }
+    return handed
 
 
 def split_heads_without_transpose(source: Source) -> Iterator[Edit]:
