@@ -122,6 +122,8 @@ def _in_constructed_sizes(
     one caller. A class the rules fault alone is left at that: in its callers' sizes the same
     bug shows again downstream (a wrong merge also feeds the wrong width to the next layer). A
     rule's bug here costs its findings here, and says so."""
+    if not analysis.specialised:
+        return []  # (asking each finding's class would map every node's holder)
     faulted = {analysis.enclosing_class(violation.node) for _, violation in found}
     seen: set[tuple[str, ast.AST]] = set()
     more: list[tuple[Rule, Violation]] = []

@@ -357,12 +357,15 @@ def _run_of(size: Dim, dims: list[Dim]) -> int | None:
     a literal, whose product it is (``H, W`` of ``H*W``), if ``size`` is no axis of its own."""
     if size in dims:
         return None
-    runs = [
-        start
-        for start in range(len(dims))
-        for stop in range(start + 2, len(dims) + 1)
-        if all(dim.factors for dim in dims[start:stop]) and product(dims[start:stop]) == size
-    ]
+    runs = []
+    for start, first in enumerate(dims):
+        held = first
+        for dim in dims[start + 1 :] if first.factors else ():
+            if not dim.factors:
+                break
+            held = held * dim  # the run's product, grown one size at a time
+            if held == size:
+                runs.append(start)
     return runs[0] if len(runs) == 1 else None
 
 
