@@ -2198,12 +2198,13 @@ class Interpreter:
             return ScalarFact()
         if name == "builtins.dict" and not args and len(kwargs) == len(node.keywords):
             return NamedFacts(tuple((key, fact) for key, (fact, _) in kwargs.items()))
-        if name in ("builtins.list", "builtins.tuple") and len(args) == 1:
+        copied = args[0][0] if len(args) == 1 else None
+        if name in ("builtins.list", "builtins.tuple") and isinstance(
+            copied, SizeFact | TupleFact | RepeatedFact
+        ):
             # ``list(x.shape)``: the same sizes, in a list to change; ``tuple(rearrange(t,
             # ...) for t in (q, k, v))``: what the comprehension gives
-            copied = args[0][0]
-            sequence = isinstance(copied, SizeFact | TupleFact | RepeatedFact)
-            return copied if sequence else Unknown("call", name)
+            return copied
         if name == "builtins.map" and len(args) == 2:
             return self._mapped(args[0], args[1][0])
         if name == "builtins.getattr" and len(args) == 3:

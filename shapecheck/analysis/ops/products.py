@@ -271,26 +271,25 @@ def _spelled_out(parsed: EinsumAxes, operands: tuple[TensorFact, TensorFact]) ->
     PyTorch lines them up to broadcast; the output's covers the longer. Unchanged while an
     operand's ellipsis covers an unknown number."""
     sides, output = parsed
-    widths = [
-        tensor.rank - len(letters) + 1
+    spans = [
+        (None if tensor.rank is None else tensor.rank - len(letters) + 1)
+        if ELLIPSIS in letters
+        else 0
         for letters, tensor in zip(sides, operands, strict=True)
-        if ELLIPSIS in letters and tensor.rank is not None
     ]
-    if len(widths) != sum(ELLIPSIS in letters for letters in sides) or not widths:
+    if None in spans or not any(ELLIPSIS in letters for letters in sides):
         return parsed
 
-    def spelled(letters: list[str], width: int) -> list[str]:
+    def spelled(letters: list[str], span: int) -> list[str]:
         if ELLIPSIS not in letters:
             return letters
         at = letters.index(ELLIPSIS)
-        covered = [f"{ELLIPSIS}{axis}" for axis in reversed(range(width))]
+        covered = [f"{ELLIPSIS}{axis}" for axis in reversed(range(span))]
         return [*letters[:at], *covered, *letters[at + 1 :]]
 
-    spelled_sides = [
-        spelled(letters, (tensor.rank or 0) - len(letters) + 1)
-        for letters, tensor in zip(sides, operands, strict=True)
-    ]
-    return spelled_sides, spelled(output, max(widths))
+    known = [span for span in spans if span is not None]  # (all of them, said to mypy)
+    spelled_sides = [spelled(letters, span) for letters, span in zip(sides, known, strict=True)]
+    return spelled_sides, spelled(output, max(known))
 
 
 def _letter_sizes(letters: list[str], shape: tuple[Dim, ...]) -> list[tuple[str, Dim]]:
