@@ -169,6 +169,35 @@ def test_uses_that_fix_the_rank(call: str, ranks: dict[str, int | None]) -> None
         assert fact.guess is None
 
 
+@pytest.mark.parametrize(
+    ("chosen", "call", "ranks"),
+    [
+        ('""', 'torch.einsum(f"bhid,bhjd->bhij", a, b)', {"a": 4, "b": 4}),
+        ('"bjd" if c else "bhjd"', 'torch.einsum(f"bhid,{eq}->bhij", a, b)', {"a": 4, "b": None}),
+        ('"i j" if c else "k j"', 'einops.einsum(a, b, f"b {eq}, b j -> b")', {"a": 3, "b": 2}),
+        ('"b n d" if c else "n b d"', 'einops.rearrange(a, f"{eq} -> b d n")', {"a": 3}),
+        ('"b n d" if c else "b h n d"', 'einops.rearrange(a, f"{eq} -> b n (h d)")', {"a": None}),
+        ('"b n" if c else "b ..."', 'einops.rearrange(a, f"{eq} -> b n")', {"a": None}),
+    ],
+)
+def test_text_chosen_between_literals_fixes_the_rank_they_agree_on(
+    chosen: str, call: str, ranks: dict[str, int | None]
+) -> None:
+    """x-transformers' ``einsum(f"b h i d, {kv_einsum_eq} -> b h i j", q, k)``: each string
+    the equation may be gives the queries four axes; the keys have three in one, four in the
+    other, and so no rank."""
+    source = f"""\
+        import einops
+        def f(a, b, c):
+            first = a.relu(), b.relu()
+            eq = {chosen}
+            z = {call}
+            return first
+        """
+    for name, rank in ranks.items():
+        assert entry(source, name).rank == rank, name
+
+
 def test_a_rank_asked_of_what_a_name_holds_later_leaves_the_parameter_its_own() -> None:
     source = """\
         def f(x):

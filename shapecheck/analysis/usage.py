@@ -43,7 +43,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from shapecheck.analysis.dims import Dim, Symbol
-from shapecheck.analysis.facts import Fact, IntFact, SizeFact, TensorFact, TupleFact
+from shapecheck.analysis.facts import Fact, IntFact, SizeFact, TensorFact, Text, TupleFact
 from shapecheck.analysis.imports import dotted_name
 from shapecheck.analysis.ops.einops import parse_side
 from shapecheck.analysis.ops.products import einsum_operands
@@ -283,9 +283,9 @@ def function_uses(
             for _, evidence in method_uses(written, name[6:], args[1:], {}):
                 yield tensor, evidence
     elif name == "torch.einsum" and args:
-        yield from _equation(args[0][1], einsum_operands(args[1:]), letters=True)
+        yield from _equation(args[0], einsum_operands(args[1:]), letters=True)
     elif name == "einops.einsum" and args:
-        yield from _equation(args[-1][1], args[:-1], letters=False)
+        yield from _equation(args[-1], args[:-1], letters=False)
     elif name == "torch.nn.functional.scaled_dot_product_attention":
         # the mask is added to the scores, which have the queries' rank (more axes raise)
         query, mask = _passed(args, kwargs, 0, "query"), _passed(args, kwargs, 3, "attn_mask")
@@ -295,10 +295,10 @@ def function_uses(
             yield mask, added
     elif name in ("einops.rearrange", "einops.repeat", "einops.reduce"):
         tensor, pattern = _passed(args, kwargs, 0, "tensor"), _passed(args, kwargs, 1, "pattern")
-        written = _string(pattern[1]) if pattern is not None else None
-        groups = parse_side(written.split("->")[0]) if written and "->" in written else None
-        if tensor is not None and groups is not None and ("...",) not in groups:
-            yield tensor, fixed(len(groups))
+        # a pattern that may be one of several strings: the rank all of them give
+        inputs = {_input_axes(written) for written in _strings(pattern)}
+        if tensor is not None and len(inputs) == 1 and (axes := inputs.pop()) is not None:
+            yield tensor, fixed(axes)
 
 
 def partner_uses(name: str | None, partner: Fact) -> Evidence | None:
@@ -492,18 +492,24 @@ def shape_owner(node: ast.expr) -> ast.expr | None:
 
 
 def _equation(
-    equation: ast.expr, operands: Sequence[Argument], *, letters: bool
+    equation: Argument, operands: Sequence[Argument], *, letters: bool
 ) -> Iterator[tuple[Argument, Evidence]]:
-    """``einsum("bhid,bhjd->bhij", q, k)``: one letter (einops: one name) per axis."""
-    written = _string(equation)
-    if written is None or "->" not in written:
-        return
-    sides = written.split("->")[0].split(",")
-    if len(sides) != len(operands):
-        return
-    for side, operand in zip(sides, operands, strict=True):
-        if "." not in side:  # an ellipsis stands for any number of axes
-            yield operand, fixed(len(side.replace(" ", "")) if letters else len(side.split()))
+    """``einsum("bhid,bhjd->bhij", q, k)``: one letter (einops: one name) per axis. Of an
+    equation that may be one of several strings (x-transformers' ``f"b h i d, {kv_eq} -> b
+    h i j"``), each operand has the rank every one of them gives it, if they agree."""
+    strings = _strings(equation)
+    ranks: list[set[int | None]] = [set() for _ in operands]
+    for written in strings:
+        sides = written.split("->")[0].split(",")
+        if "->" not in written or len(sides) != len(operands):
+            return
+        for side, seen in zip(sides, ranks, strict=True):
+            # an ellipsis stands for any number of axes
+            axes = len(side.replace(" ", "")) if letters else len(side.split())
+            seen.add(None if "." in side else axes)
+    for operand, seen in zip(operands, ranks, strict=True):
+        if len(seen) == 1 and (rank := seen.pop()) is not None:
+            yield operand, fixed(rank)
 
 
 def _axes_listed(args: list[Argument]) -> int | None:
@@ -579,5 +585,18 @@ def _piece(piece: ast.expr) -> str:
     return str(value) if value is not None else "…"
 
 
-def _string(node: ast.expr) -> str | None:
-    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+def _input_axes(pattern: str) -> int | None:
+    """How many axes an einops pattern's input has (``None``: no ``->``, or an ellipsis)."""
+    groups = parse_side(pattern.split("->")[0]) if "->" in pattern else None
+    return len(groups) if groups is not None and ("...",) not in groups else None
+
+
+def _strings(text: Argument | None) -> tuple[str, ...]:
+    """Every string an argument may be: a literal, or each a :class:`Text` holds (a name
+    chosen between literals, an f-string of such names); none where it is not known."""
+    if text is None:
+        return ()
+    fact, node = text
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return (node.value,)
+    return fact.values if isinstance(fact, Text) else ()
