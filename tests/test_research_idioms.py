@@ -419,6 +419,22 @@ def test_a_pattern_handed_to_a_helper_is_read_there() -> None:
     assert isinstance(packed, TensorFact) and format_shape(packed.shape) == "[6, 4, 5]"
 
 
+@pytest.mark.parametrize(
+    ("packed", "shape"),
+    [
+        ("self.unknown(x), x", "[b, ?, x.shape[2]]"),  # the named axes from the one known
+        ("self.unknown(x), self.unknown(x)", "[?, ?, ?]"),  # none known
+        ("x, x", "[b, 2*n, x.shape[2]]"),  # all known: the lengths add up
+    ],
+)
+def test_a_pack_takes_the_named_axes_from_a_tensor_that_has_them(packed: str, shape: str) -> None:
+    """x-transformers' ``pack((mem, x), 'b * d')`` where ``mem`` came from a call it cannot
+    follow: ``b`` and ``d`` are the same in every tensor packed (einops checks them), so
+    ``x``'s give them; the length ``*`` gathers is unknown."""
+    body = f"b, n, _ = x.shape\npacked, ps = pack(({packed}), 'b * d')\n"
+    assert shape_of(body, "packed") == shape
+
+
 MAYBE = """\
 from functools import wraps
 

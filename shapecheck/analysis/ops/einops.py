@@ -234,24 +234,27 @@ def _elementary(side: list[Group]) -> list[str]:
 @function_op("einops.pack")
 def pack(call: OpCall) -> Fact:
     """``packed, ps = pack([x, y], "b * d")``: the tensors joined along the axis ``*`` stands
-    for (each one's axes there flattened into it), and the sizes each had there (``ps``)."""
+    for (each one's axes there flattened into it), and the sizes each had there (``ps``).
+    The axes named around ``*`` are the same in every tensor packed (einops checks), so one
+    tensor of known shape gives them where another's is unknown."""
     listed, layout = call.get(0, "tensors"), _packing(call, 1)
     if listed is None or layout is None or not isinstance(listed[0], TupleFact):
         return UNKNOWN
     before, after = layout
-    shapes = [tensor.shape if (tensor := as_tensor(item)) else None for item in listed[0].items]
-    if not shapes or any(s is None or len(s) < before + after for s in shapes):
-        return TupleFact(
-            (TensorFact(shape=fresh_shape(before + 1 + after), origin=call.node), UNKNOWN)
-        )
+    inputs = [as_tensor(item) for item in listed[0].items]
+    shapes = [tensor.shape if tensor is not None else None for tensor in inputs]
     known = [shape for shape in shapes if shape is not None]
+    if not known or any(len(shape) < before + after for shape in known):
+        return TupleFact((new_tensor(fresh_shape(before + 1 + after), call.node), UNKNOWN))
+    first = known[0]
+    if len(known) < len(shapes):  # how many ``*`` gathers is unknown
+        shape = (*first[:before], Dim.symbol("?"), *first[len(first) - after :])
+        return TupleFact((new_tensor(shape, call.node, *inputs), UNKNOWN))
     packed = [product(shape[before : len(shape) - after]) for shape in known]
     joined = packed[0]
     for size in packed[1:]:
         joined = joined + size
-    first = known[0]
     shape = (*first[:before], joined, *first[len(first) - after :])
-    inputs = [as_tensor(item) for item in listed[0].items]
     star = tuple(SizeFact(shape[before : len(shape) - after]) for shape in known)
     return TupleFact((new_tensor(shape, call.node, *inputs), TupleFact(star)))
 
