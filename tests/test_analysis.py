@@ -430,6 +430,34 @@ def test_an_allocation_of_sizes_spliced_from_an_unknown_keeps_the_rank_unknown()
     assert fact.shape is None
 
 
+@pytest.mark.parametrize(
+    ("size", "expected"),
+    [
+        ("config.num_hidden_layers + 1", "[(1+config.num_hidden_layers)]"),
+        ("self.window - 1", "[?]"),  # one axis; a difference is named by no size
+        ("2 + config.extra", "[(2+config.extra)]"),
+        ("items + 1", None),  # a bare name: a tensor as often as an int
+        ("config.a + config.b", None),  # no side known to be a size
+        ("config.shape", None),  # a lone unknown may be a whole shape
+    ],
+)
+def test_a_size_added_to_an_attribute_allocates_one_axis(size: str, expected: str | None) -> None:
+    """Whisper's ``num_layers = config.num_hidden_layers + 1`` then ``nn.Parameter(torch.ones(
+    num_layers) / num_layers)``: an attribute plus a size is a size (a sequence plus an int
+    raises), so the lone argument is one axis, not a whole shape."""
+    source = f"""
+        import torch
+
+        def split(self, config, items):
+            n = {size}
+            y = torch.ones(n)
+            return y
+        """
+    fact = _facts_of(source, "y")
+    shown = None if fact.shape is None else f"[{', '.join(map(str, fact.shape))}]"
+    assert shown == expected
+
+
 def test_a_chunk_of_a_linear_output_along_its_last_axis_has_a_share_of_its_width() -> None:
     """``qkv(x).chunk(3, dim=-1)`` of ``x`` of unknown rank: each piece a third as wide
     (LayoutLMv2's fused ``qkv_linear``); along another axis, of an unknown rank, the width
