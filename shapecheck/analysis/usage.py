@@ -592,11 +592,7 @@ def _input_axes(pattern: str) -> int | None:
 
 
 def _strings(text: Argument | None) -> tuple[str, ...]:
-    """Every string an argument may be: a literal, or each a :class:`Text` holds (a name
-    chosen between literals, an f-string of such names); none where it is not known."""
-    if text is None:
-        return ()
-    fact, node = text
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return (node.value,)
+    """Every string an argument may be (a literal, a name chosen between literals, an
+    f-string of such names: a :class:`Text`); none where it is not known."""
+    fact = text[0] if text is not None else None
     return fact.values if isinstance(fact, Text) else ()
