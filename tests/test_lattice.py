@@ -12,7 +12,15 @@ import pytest
 
 from shapecheck.analysis import analyse
 from shapecheck.analysis.dims import Dim
-from shapecheck.analysis.facts import NONE, UNKNOWN, IntFact, TensorFact, TupleFact, Unknown
+from shapecheck.analysis.facts import (
+    NONE,
+    UNKNOWN,
+    IntFact,
+    RepeatedFact,
+    TensorFact,
+    TupleFact,
+    Unknown,
+)
 from shapecheck.analysis.lattice import FLOWS, MERGES, Family, flow, join, missing_rules
 from shapecheck.analysis.layout import Layout
 from shapecheck.record import record
@@ -88,6 +96,17 @@ def test_an_unmodelled_branch_keeps_the_other_branchs_tensor_as_uncertain() -> N
     for joined in (join(WEIGHTS, cache), join(cache, WEIGHTS)):
         assert isinstance(joined, TensorFact)
         assert joined.uncertain and joined.weights and joined.shape == (B, L, L)
+
+
+def test_lists_of_tensors_of_different_lengths_join_to_one_of_unknown_length() -> None:
+    """``outs = []`` before a loop that appends ``y``, ``outs`` after it: a list of tensors
+    like ``y``, how many unknown. Sizes or anything else of different lengths conflict."""
+    row = TensorFact((B, D), Layout.contiguous(2))
+    assert join(TupleFact(()), TupleFact((row,))) == RepeatedFact(row)
+    assert join(RepeatedFact(row), TupleFact((row, row))) == RepeatedFact(row)
+    sizes = TupleFact((IntFact(B),)), TupleFact((IntFact(B), IntFact(D)))
+    assert isinstance(join(*sizes), Unknown)
+    assert isinstance(join(TupleFact(()), TupleFact((row, IntFact(B)))), Unknown)
 
 
 def test_none_on_one_branch_is_an_optional_tensor_known_for_certain() -> None:

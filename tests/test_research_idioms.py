@@ -435,6 +435,25 @@ def test_a_pack_takes_the_named_axes_from_a_tensor_that_has_them(packed: str, sh
     assert shape_of(body, "packed") == shape
 
 
+@pytest.mark.parametrize(
+    ("collected", "shape"),
+    [
+        ("torch.stack(outs, dim=1)", "[b, ?, n, dim_head]"),
+        ("torch.cat(outs, dim=-1)", "[b, n, ?]"),
+    ],
+)
+def test_tensors_appended_in_a_loop_are_collected_alike(collected: str, shape: str) -> None:
+    """Chunked and per-head attention: ``outs = []``, ``outs.append(head)`` in a loop, then
+    ``torch.cat(outs, ...)``: every item like the one appended, how many unknown."""
+    body = QKV + (
+        "outs = []\n"
+        "for head in range(self.heads):\n"
+        "    outs.append(q[:, head])\n"
+        f"collected = {collected}\n"
+    )
+    assert shape_of(body, "collected") == shape
+
+
 MAYBE = """\
 from functools import wraps
 

@@ -2047,6 +2047,9 @@ class Interpreter:
         default = _default_function(name, args)
         if default is not None:
             return default
+        if name == "append" and isinstance(receiver, TupleFact | RepeatedFact) and len(args) == 1:
+            self._rebind(receiver_node, _appended(receiver, args[0][0]))
+            return NONE
         tensor = as_tensor(receiver)
         if tensor is None:
             return _unmodelled_call(node)
@@ -2410,6 +2413,14 @@ class Interpreter:
 
 
 # --- helpers --------------------------------------------------------------------------------
+
+
+def _appended(listed: TupleFact | RepeatedFact, item: Fact) -> Fact:
+    """``outs.append(y)``: the list one item longer (of unknown length, each item alike, when
+    it was so already: a loop's, see ``lattice.join``)."""
+    if isinstance(listed, TupleFact):
+        return TupleFact((*listed.items, item))
+    return RepeatedFact(join(listed.item, item))
 
 
 def _size_and_attribute(node: ast.BinOp, left: Fact, right: Fact) -> bool:

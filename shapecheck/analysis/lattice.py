@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 from collections.abc import Callable
 from enum import Enum
 from typing import Any
@@ -46,6 +47,7 @@ from shapecheck.analysis.facts import (
     NoneFact,
     Partial,
     QualifiedName,
+    RepeatedFact,
     TensorFact,
     Text,
     TupleFact,
@@ -298,7 +300,25 @@ def join(left: Fact, right: Fact) -> Fact:
         and len(left.items) == len(right.items)
     ):
         return TupleFact(tuple(map(join, left.items, right.items)))
+    tensors = _listed_tensors(left, right)
+    if tensors:
+        # a list of tensors a loop appends to: of unknown length, each item alike
+        return RepeatedFact(functools.reduce(join, tensors))
     return Unknown("conflict")
+
+
+def _listed_tensors(left: Fact, right: Fact) -> list[Fact]:
+    """The items of two sequences of tensors of different lengths (``outs = []`` before a
+    loop that appends to it, ``outs`` after); none where either holds anything else."""
+    items: list[Fact] = []
+    for side in (left, right):
+        if isinstance(side, TupleFact):
+            items += side.items
+        elif isinstance(side, RepeatedFact):
+            items.append(side.item)
+        else:
+            return []
+    return items if all(isinstance(item, TensorFact) for item in items) else []
 
 
 def _with_unknown(left: Fact, right: Fact) -> Fact:
