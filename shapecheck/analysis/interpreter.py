@@ -1359,7 +1359,9 @@ class Interpreter:
                 return PrefixedSizes(left.prefix, (*left.tail, *items_of(right)))
         if symbol == "*" and (repeated := _repeated(left, right) or _repeated(right, left)):
             return repeated
-        if symbol in ("//", "*", "+", "-") and not (
+        if symbol in ("+", "-"):
+            left, right = self._attribute_as_size(node, left, right)
+        if symbol in ("//", "*") and not (
             isinstance(left, TensorFact) or isinstance(right, TensorFact)
         ):
             sizes = self._size_arithmetic(symbol, node, left, right)
@@ -1383,14 +1385,10 @@ class Interpreter:
     def _size_arithmetic(
         self, symbol: str, node: ast.BinOp, left: Fact, right: Fact
     ) -> IntFact | None:
-        """``d_model // num_heads``, ``num_heads * head_dim`` or ``config.num_layers + 1`` on
-        names not known to be tensors: size arithmetic. A product needs one side already
-        known to be a size, save in a constructor, where two names multiplied (``inner_dim =
-        dim_head * heads``, ``config.head_dim * config.num_heads``) make a size for its
-        layers; a sum or difference, a size and an attribute (see
-        :func:`_size_and_attribute`)."""
-        if symbol in "+-" and not _size_and_attribute(node, left, right):
-            return None
+        """``d_model // num_heads`` or ``num_heads * head_dim`` on names not known to be
+        tensors: size arithmetic. A product needs one side already known to be a size, save
+        in a constructor, where two names multiplied (``inner_dim = dim_head * heads``,
+        ``config.head_dim * config.num_heads``) make a size for its layers."""
         if symbol == "*" and not (isinstance(left, IntFact) or isinstance(right, IntFact)):
             names = all(dotted_name(side) is not None for side in (node.left, node.right))
             if not (self.in_constructor and names):
@@ -1405,11 +1403,25 @@ class Interpreter:
         assumed = isinstance(left, Unknown) or isinstance(right, Unknown)
         if symbol == "*":
             return IntFact(a * b, assumed)
-        if symbol in "+-":
-            return IntFact(a + b if symbol == "+" else a - b, assumed)
         if a.value is None and b.value is None:
             self._divided(node, a, b)
         return IntFact(a.floordiv(b, origin=node), assumed)
+
+    def _attribute_as_size(self, node: ast.BinOp, left: Fact, right: Fact) -> tuple[Fact, Fact]:
+        """``config.num_hidden_layers + 1``: an attribute the analysis knows nothing of,
+        added to a size, is a size too (a sequence plus an int raises), taken as one
+        (``assumed``), so ``torch.ones(num_layers)`` has one axis. Not a bare name: a
+        parameter so added to would be an int from the start (see :meth:`_used_as_size`),
+        where ``1 - t`` is as often a tensor's."""
+        if isinstance(right, IntFact) and isinstance(left, Unknown):
+            return self._sized_attribute(node.left, left), right
+        if isinstance(left, IntFact) and isinstance(right, Unknown):
+            return left, self._sized_attribute(node.right, right)
+        return left, right
+
+    def _sized_attribute(self, written: ast.expr, fact: Fact) -> Fact:
+        size = self.size(fact, written) if isinstance(written, ast.Attribute) else None
+        return IntFact(size, assumed=True) if size is not None else fact
 
     def _divided(self, node: ast.BinOp, numerator: Dim, denominator: Dim) -> None:
         """Remember a division of named sizes, for SC502: by the names written and those
@@ -2421,20 +2433,6 @@ def _appended(listed: TupleFact | RepeatedFact, item: Fact) -> Fact:
     if isinstance(listed, TupleFact):
         return TupleFact((*listed.items, item))
     return RepeatedFact(join(listed.item, item))
-
-
-def _size_and_attribute(node: ast.BinOp, left: Fact, right: Fact) -> bool:
-    """``config.num_hidden_layers + 1``: a size and an attribute the analysis knows nothing
-    of, which the sum makes a size too (``torch.ones(num_layers)`` has one axis). Not a bare
-    name: a parameter so added to would be taken for an int from the start (see
-    ``Interpreter._used_as_size``), where ``1 - t`` is as often a tensor's."""
-    if isinstance(left, IntFact) and isinstance(right, Unknown):
-        return isinstance(node.right, ast.Attribute)
-    return (
-        isinstance(right, IntFact)
-        and isinstance(left, Unknown)
-        and isinstance(node.left, ast.Attribute)
-    )
 
 
 def _field_name(piece: ast.expr) -> str | None:
