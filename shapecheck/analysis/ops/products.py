@@ -271,14 +271,16 @@ def _spelled_out(parsed: EinsumAxes, operands: tuple[TensorFact, TensorFact]) ->
     PyTorch lines them up to broadcast; the output's covers the longer. Unchanged while an
     operand's ellipsis covers an unknown number."""
     sides, output = parsed
-    spans = [
-        (None if tensor.rank is None else tensor.rank - len(letters) + 1)
-        if ELLIPSIS in letters
-        else 0
-        for letters, tensor in zip(sides, operands, strict=True)
-    ]
-    if None in spans or not any(ELLIPSIS in letters for letters in sides):
+    if not any(ELLIPSIS in letters for letters in sides):
         return parsed
+    spans: list[int] = []  # how many axes each operand's ellipsis covers
+    for letters, tensor in zip(sides, operands, strict=True):
+        if ELLIPSIS not in letters:
+            spans.append(0)
+        elif tensor.rank is None:
+            return parsed
+        else:
+            spans.append(tensor.rank - len(letters) + 1)
 
     def spelled(letters: list[str], span: int) -> list[str]:
         if ELLIPSIS not in letters:
@@ -287,9 +289,8 @@ def _spelled_out(parsed: EinsumAxes, operands: tuple[TensorFact, TensorFact]) ->
         covered = [f"{ELLIPSIS}{axis}" for axis in reversed(range(span))]
         return [*letters[:at], *covered, *letters[at + 1 :]]
 
-    known = [span for span in spans if span is not None]  # (all of them, said to mypy)
-    spelled_sides = [spelled(letters, span) for letters, span in zip(sides, known, strict=True)]
-    return spelled_sides, spelled(output, max(known))
+    spelled_sides = [spelled(letters, span) for letters, span in zip(sides, spans, strict=True)]
+    return spelled_sides, spelled(output, max(spans))
 
 
 def _letter_sizes(letters: list[str], shape: tuple[Dim, ...]) -> list[tuple[str, Dim]]:
