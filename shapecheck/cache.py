@@ -27,7 +27,6 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,7 @@ from shapecheck import __version__
 from shapecheck.diagnostics import INPUT_ERROR_CODE, Diagnostic, FixEdits, TextEdit
 from shapecheck.files import read_regular_file
 from shapecheck.project import Evidence, digest, search_path
+from shapecheck.record import as_dict, fields
 
 DEFAULT_DIRECTORY = ".shapecheck_cache"
 
@@ -114,7 +114,7 @@ class ResultCache:
     ) -> None:
         """Store ``diagnostics`` for ``data``, checked at the path ``checked`` with a result
         that rests on ``dependencies``; a cache that cannot be written is skipped."""
-        entries: Any = [{**asdict(diagnostic), "path": None} for diagnostic in diagnostics]
+        entries: Any = [{**as_dict(diagnostic), "path": None} for diagnostic in diagnostics]
         if dependencies:
             assert checked is not None
             entries = {

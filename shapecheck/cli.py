@@ -321,9 +321,8 @@ class Output:
         unless ``--exit-zero``, 1 for findings (not with ``--fix-only``) or, with
         ``--exit-non-zero-on-fix``, for anything fixed; else 0. ``fixes``: what ``--fix``
         fixed in each file, ``(code, name)`` -> count; ``None`` when not fixing."""
-        from dataclasses import replace
-
         from shapecheck import report
+        from shapecheck.record import replace
 
         fixed = None if fixes is None else sum(counts.total() for counts in fixes.values())
         if self.statistics:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, field
+from dataclasses import field
 from typing import Any, Literal
 
-from shapecheck.record import record
+from shapecheck.record import as_dict, record
 
 Severity = Literal["error", "warning"]
 
@@ -46,7 +46,7 @@ class FixEdits:
         return {
             "description": self.description,
             "applicability": "safe" if self.safe else "unsafe",
-            "edits": [asdict(edit) for edit in self.written],
+            "edits": [as_dict(edit) for edit in self.written],
         }
 
 

@@ -10,7 +10,6 @@ import itertools
 import sys
 import tokenize
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, cast
 
 from shapecheck import project
@@ -26,6 +25,7 @@ from shapecheck.diagnostics import (
 )
 from shapecheck.files import read_regular_file
 from shapecheck.fixes import FixOffer
+from shapecheck.record import replace
 from shapecheck.rule import Rule, SuppressionRule, Violation
 from shapecheck.source import OUT_OF_MEMORY, STDIN, Lines, Source, parse_source
 from shapecheck.suppression import Suppressions

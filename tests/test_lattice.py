@@ -5,7 +5,6 @@ analysis could not model)."""
 from __future__ import annotations
 
 import ast
-import dataclasses
 import textwrap
 
 import pytest
@@ -23,7 +22,7 @@ from shapecheck.analysis.facts import (
 )
 from shapecheck.analysis.lattice import FLOWS, MERGES, Family, flow, join, missing_rules
 from shapecheck.analysis.layout import Layout
-from shapecheck.record import record
+from shapecheck.record import record, replace
 
 B, L, D = (Dim.symbol(name) for name in "BLD")
 SOFTMAX = ast.Name("softmax")
@@ -61,7 +60,7 @@ def test_a_flow_missing_for_a_family_is_named(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_weights_of_either_dtype_stay_weights() -> None:
-    upcast = dataclasses.replace(WEIGHTS, dtype="float32")
+    upcast = replace(WEIGHTS, dtype="float32")
     joined = join(upcast, WEIGHTS)
     assert isinstance(joined, TensorFact)
     assert joined.weights and joined.probabilities and joined.dtype is None
@@ -75,7 +74,7 @@ def test_weights_and_an_activation_are_not_weights() -> None:
 
 def test_masking_after_the_softmax_on_one_branch_is_kept() -> None:
     masked_fill = ast.Name("masked_fill")
-    masked = dataclasses.replace(WEIGHTS, masked_weights=masked_fill, masked_with=frozenset("m"))
+    masked = replace(WEIGHTS, masked_weights=masked_fill, masked_with=frozenset("m"))
     for joined in (join(masked, WEIGHTS), join(WEIGHTS, masked)):
         assert isinstance(joined, TensorFact)
         assert joined.masked_weights is masked_fill and joined.masked_with == {"m"}

@@ -9,6 +9,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -90,9 +91,7 @@ def test_mypy_rejects_a_write_to_a_record(tmp_path: Path) -> None:
 
 
 def test_records_hash_compare_and_order_by_their_fields() -> None:
-    from dataclasses import replace
-
-    from shapecheck.record import record
+    from shapecheck.record import record, replace
 
     @record
     class Size:
@@ -147,6 +146,51 @@ def test_records_behave_as_frozen_dataclasses() -> None:
         for other, b in zip(ours, theirs, strict=True):
             for test in (operator.eq, operator.ne, operator.lt, operator.le):
                 assert test(mine, other) == test(a, b)
+
+
+def test_records_build_fields_replace_and_match_as_dataclasses_do() -> None:
+    from shapecheck.record import as_dict, fields, is_record, record, replace
+
+    @record
+    class Base:
+        first: int
+        extra: str = field(default="", compare=False, repr=False)
+
+    @record
+    class Derived(Base):
+        items: list[int] = field(default_factory=list)
+        kind: ClassVar[str] = "derived"  # a class variable: no field
+
+    @dataclass(frozen=True)
+    class Theirs:
+        first: int
+        extra: str = field(default="", compare=False, repr=False)
+        items: list[int] = field(default_factory=list)
+
+    assert [each.name for each in fields(Derived)] == ["first", "extra", "items"]
+    assert Derived.__match_args__ == Theirs.__match_args__
+    one, two = Derived(1), Derived(1)
+    assert one.items == [] and one.items is not two.items  # a factory per instance
+    assert repr(Derived(1, "x", [2])).endswith(".Derived(first=1, items=[2])")
+    assert Derived(1, "x") == Derived(1, "y") and Derived.kind == "derived"
+    changed = replace(Derived(1, "x", [2]), first=3)
+    assert changed == Derived(3, "x", [2]) and changed.extra == "x"
+    with pytest.raises(TypeError, match="no field 'second'"):
+        replace(one, second=2)
+    assert as_dict(Derived(1, "x", [2])) == {"first": 1, "extra": "x", "items": [2]}
+    assert as_dict([(Base(4),)]) == [({"first": 4, "extra": ""},)]
+    assert is_record(one) and not is_record(Derived) and not is_record(Theirs(1))
+    match Derived(5, "x"):
+        case Derived(first, extra):
+            assert (first, extra) == (5, "x")
+        case _:
+            pytest.fail("a record matches by position")
+    with pytest.raises(TypeError, match="without a default follows"):
+
+        @record
+        class Unordered:
+            given: int = 0
+            needed: int
 
 
 def test_installed_package_finds_its_rules() -> None:

@@ -11,7 +11,7 @@ import ast
 import builtins
 import os
 from collections.abc import Container, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from shapecheck.analysis.configs import conclude
@@ -53,7 +53,7 @@ from shapecheck.analysis.lattice import join
 from shapecheck.analysis.observations import AttentionScores
 from shapecheck.analysis.order import callers_first
 from shapecheck.diagnostics import Diagnostic, input_error
-from shapecheck.record import record
+from shapecheck.record import record, replace
 from shapecheck.source import Lines
 
 ObservationT = TypeVar("ObservationT")

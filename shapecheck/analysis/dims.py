@@ -28,9 +28,9 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from dataclasses import field, replace
+from dataclasses import field
 
-from shapecheck.record import record
+from shapecheck.record import record, replace
 
 _serials = itertools.count(1)
 

@@ -33,7 +33,7 @@ import contextlib
 import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, fields, is_dataclass, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from shapecheck.analysis.dims import Dim, Quotient, symbols_in
@@ -74,7 +74,7 @@ from shapecheck.project import (
     submodule,
     touch,
 )
-from shapecheck.record import record
+from shapecheck.record import fields, is_record, record, replace
 from shapecheck.source import Lines
 
 MAX_DEPTH = 2
@@ -1141,7 +1141,7 @@ def _anchored(value: object, call: ast.AST) -> tuple[object, bool]:
         if not any(touched for _, touched in items):
             return value, False
         return type(value)(item for item, _ in items), True
-    if is_dataclass(value) and not isinstance(value, type):
+    if is_record(value):
         changes = {}
         for each in fields(value):
             moved, touched = _anchored(getattr(value, each.name), call)

@@ -14,7 +14,7 @@ import re
 import weakref
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeGuard
 
 from shapecheck.analysis.annotations import (
@@ -65,7 +65,7 @@ from shapecheck.analysis.facts import (
     text_of,
 )
 from shapecheck.analysis.imports import canonical, dotted_name
-from shapecheck.analysis.lattice import Family, flow, join, replaced
+from shapecheck.analysis.lattice import Family, flow, join
 from shapecheck.analysis.layout import FREE, Layout
 from shapecheck.analysis.observations import (
     AnnotationMismatch,
@@ -118,7 +118,7 @@ from shapecheck.analysis.usage import (
     size_name,
     unpacking_uses,
 )
-from shapecheck.record import record
+from shapecheck.record import record, replace
 
 if TYPE_CHECKING:
     from shapecheck.analysis.imported import ProjectScope
@@ -990,7 +990,7 @@ class Interpreter:
             self.env[name] = _received(name, fact, fact.shape)
             return
         if shown is None:
-            followed = fact if fact.rank_of is param else replaced(fact, rank_of=param)
+            followed = fact if fact.rank_of is param else replace(fact, rank_of=param)
             self.env[name] = followed
             self.passed[name] = [followed]
             self.followed.add(param)
@@ -3169,7 +3169,7 @@ def _index_tensor(
     pieces = _subscript_pieces(node)
     if tensor.shape is None:
         if all(isinstance(piece, ast.Slice) for piece in pieces):  # ``idx[:, -n:]``
-            return replaced(unknown, rank_of=tensor.rank_of)  # as many axes as it has
+            return replace(unknown, rank_of=tensor.rank_of)  # as many axes as it has
         return unknown
     if sum(_is_ellipsis(piece) for piece in pieces) > 1:
         return unknown  # Python raises

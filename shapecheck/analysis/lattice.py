@@ -26,7 +26,6 @@ optional tensor or layer: where the code uses it as one, it is the other side's,
 from __future__ import annotations
 
 import ast
-import dataclasses
 import functools
 from collections.abc import Callable
 from enum import Enum
@@ -55,6 +54,7 @@ from shapecheck.analysis.facts import (
     text_of,
 )
 from shapecheck.analysis.imports import call_name
+from shapecheck.record import fields, replace
 
 
 class Family(Enum):
@@ -138,7 +138,7 @@ FLOWS: dict[str, dict[Family, Flow]] = {
 
 _LOST = {"scaling": None, "product": None}
 """The unknown value of the fields that can be LOST (their fresh default says "none")."""
-_FRESH = {f.name: f.default for f in dataclasses.fields(TensorFact)}
+_FRESH = {f.name: f.default for f in fields(TensorFact)}
 _COMPUTED = {
     family: frozenset(name for name, flows in FLOWS.items() if flows[family] is Flow.COMPUTED)
     for family in Family
@@ -163,15 +163,7 @@ def flow(fact: TensorFact, family: Family, **computed: Any) -> TensorFact:
     changes = {**_RESETS[family], **computed}
     if changes.get("shape", fact.shape) is None and fact.shape is not None:
         changes.setdefault("unknown_rank", Unknown("op", _op_name(changes.get("origin"))))
-    return replaced(fact, **changes)
-
-
-def replaced(fact: TensorFact, **changes: Any) -> TensorFact:
-    """``dataclasses.replace``, without re-running ``__init__`` on every field (the hot path
-    of the analysis): a frozen record copied and changed before anyone sees it."""
-    derived = object.__new__(TensorFact)
-    derived.__dict__.update(fact.__dict__, **changes)
-    return derived
+    return replace(fact, **changes)
 
 
 def _op_name(node: ast.AST | None) -> str:
@@ -254,7 +246,7 @@ def missing_rules(record: type) -> list[str]:
     """The fields of dataclass ``record`` that lack a merge rule or a flow for some family."""
     return [
         field.name
-        for field in dataclasses.fields(record)
+        for field in fields(record)
         if field.name not in MERGES
         or field.name not in FLOWS
         or set(FLOWS[field.name]) != set(Family)
@@ -327,7 +319,7 @@ def _with_unknown(left: Fact, right: Fact) -> Fact:
     if isinstance(known, Unknown):
         return known if known.reason == "conflict" else unknown
     if unknown.reason != "conflict" and isinstance(known, TensorFact | FunctionRef | Choice):
-        return dataclasses.replace(known, uncertain=True)  # the eager attention beside kernels
+        return replace(known, uncertain=True)  # the eager attention beside kernels
     if unknown.reason != "conflict" and _keeps_shape(known):
         # norm_layer(dim) if qk_norm else nn.Identity(): some layer that keeps the shape
         return ModuleFact(SAME_SHAPE, uncertain=True)
@@ -344,7 +336,7 @@ def _with_unknown(left: Fact, right: Fact) -> Fact:
         and isinstance(known, ModuleFact)
     ):
         # custom_attn_fn if given else partial(F.softmax, dim=-1): the softmax, on some paths
-        return dataclasses.replace(known, uncertain=True)
+        return replace(known, uncertain=True)
     return unknown  # a number or module known on one branch only is not kept
 
 
@@ -354,12 +346,12 @@ def _join_layers(left: ModuleFact, right: ModuleFact) -> ModuleFact | None:
     class, each width where both agree, otherwise unknown."""
     differ = {
         field.name
-        for field in dataclasses.fields(ModuleFact)
+        for field in fields(ModuleFact)
         if getattr(left, field.name) != getattr(right, field.name)
     }
     if left.kind != right.kind or not differ <= {"in_features", "out_features", "uncertain"}:
         return None
-    return dataclasses.replace(
+    return replace(
         left,
         in_features=_same_size(left.in_features, right.in_features),
         out_features=_same_size(left.out_features, right.out_features),
@@ -437,7 +429,7 @@ def _either_scores(
     if first.key_size != second.key_size:
         keys = first.key_axis
         joined = shape[keys] if shape is not None and len(shape) >= -keys else None
-        first = dataclasses.replace(first, key_size=joined)
+        first = replace(first, key_size=joined)
     if first.node is not second.node:
-        first = dataclasses.replace(first, other=second)
+        first = replace(first, other=second)
     return {"product": first, **unscaled}

@@ -233,7 +233,7 @@ MUTANTS = [
     Mutant(
         "unmodelled-branch-erases-the-other",
         LATTICE,
-        "return dataclasses.replace(known, uncertain=True)  # the eager attention beside kernels",
+        "return replace(known, uncertain=True)  # the eager attention beside kernels",
         "return unknown",
         (
             f"{LATTICE_TESTS}::test_an_unmodelled_branch_keeps_the_other_branchs_tensor_as_uncertain",
@@ -242,7 +242,7 @@ MUTANTS = [
     Mutant(
         "unmodelled-branch-is-certain",
         LATTICE,
-        "return dataclasses.replace(known, uncertain=True)  # the eager attention beside kernels",
+        "return replace(known, uncertain=True)  # the eager attention beside kernels",
         "return known",
         (
             f"{LATTICE_TESTS}::test_an_unmodelled_branch_keeps_the_other_branchs_tensor_as_uncertain",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Protocol
 
 from shapecheck.analysis.dims import Dim, broadcast, provably_different
@@ -34,6 +34,7 @@ from shapecheck.analysis.facts import (
 )
 from shapecheck.analysis.layout import Layout
 from shapecheck.analysis.observations import Observation
+from shapecheck.record import record
 
 
 class OpContext(Protocol):
@@ -59,7 +60,7 @@ class OpContext(Protocol):
 Argument = tuple[Fact, ast.expr]
 
 
-@dataclass
+@record
 class OpCall:
     """One call of an op, with the facts of its receiver and arguments."""
 

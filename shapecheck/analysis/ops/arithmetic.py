@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import math
 import re
-from dataclasses import replace
 
 from shapecheck.analysis.dims import Dim
 from shapecheck.analysis.facts import (
@@ -52,6 +51,7 @@ from shapecheck.analysis.ops import (
     written_dtype,
 )
 from shapecheck.analysis.ops.masks import check_mask, with_fill
+from shapecheck.record import replace
 
 _CAST_METHODS = {
     "float": "float32",

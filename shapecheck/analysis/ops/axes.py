@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import dataclasses
 
 from shapecheck.analysis.facts import (
     AxisOp,
@@ -20,6 +19,7 @@ from shapecheck.analysis.ops import (
     tensor_op,
     torch_names,
 )
+from shapecheck.record import replace
 
 
 def reorder(
@@ -34,18 +34,18 @@ def reorder(
     axes = swapped if swapped is not None else tuple(permutation)
     tiled = receiver.tiled
     if tiled is not None and tiled.rank == len(permutation):  # the copies move with their axis
-        tiled = dataclasses.replace(tiled, axis=permutation.index(tiled.axis))
+        tiled = replace(tiled, axis=permutation.index(tiled.axis))
     heads = receiver.heads
     if heads is not None and heads.rank == len(permutation):  # so do the heads
-        heads = dataclasses.replace(heads, axis=permutation.index(heads.axis))
+        heads = replace(heads, axis=permutation.index(heads.axis))
     channels = receiver.channels
     if channels is not None and channels.rank == len(permutation):  # and the channels
-        channels = dataclasses.replace(channels, axis=permutation.index(channels.axis))
+        channels = replace(channels, axis=permutation.index(channels.axis))
     product = receiver.product
     rank = len(permutation)
     if product is not None and -rank <= product.key_axis < rank:  # and the keys
         keys = permutation.index(product.key_axis % rank) - rank
-        product = dataclasses.replace(product, key_axis=keys)
+        product = replace(product, key_axis=keys)
     return flow(
         receiver,
         Family.AXES,
@@ -70,14 +70,14 @@ def wrapped(axis: int, rank: int) -> int | None:
 def swap(call: OpCall, first: int, second: int, name: str) -> TensorFact:
     split = _head_split(call, first, second)
     if split is not None:
-        call = dataclasses.replace(call, receiver=split)
+        call = replace(call, receiver=split)
     rank = call.receiver.rank
     if rank is None:
         return _tail_swap(call, first, second) or reorder(call, None, name)
     a, b = wrapped(first, rank), wrapped(second, rank)
     if a is None or b is None:  # PyTorch raises IndexError; the axes asked for are kept
         unknown = reorder(call, None, name)
-        return dataclasses.replace(unknown, axis_op=AxisOp(name, call.node, rank, (first, second)))
+        return replace(unknown, axis_op=AxisOp(name, call.node, rank, (first, second)))
     if rank == 0:
         return _unchanged(call)
     permutation = list(range(rank))
@@ -130,8 +130,8 @@ def _head_split(call: OpCall, first: int, second: int) -> TensorFact | None:
     layout = receiver.layout.materialise(len(shape)) if receiver.layout else None
     heads = receiver.heads
     if heads is not None and heads.rank is None:
-        heads = dataclasses.replace(heads, axis=len(shape) + heads.axis, rank=len(shape))
-    return dataclasses.replace(
+        heads = replace(heads, axis=len(shape) + heads.axis, rank=len(shape))
+    return replace(
         receiver,
         shape=shape,
         layout=layout,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-from dataclasses import replace
 
 from shapecheck.analysis.dims import Dim
 from shapecheck.analysis.facts import (
@@ -41,6 +40,7 @@ from shapecheck.analysis.ops import (
     torch_names,
     written_dtype,
 )
+from shapecheck.record import replace
 
 
 @function_op(*torch_names("randn", "rand", "zeros", "ones", "empty", "full"))

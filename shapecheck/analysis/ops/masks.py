@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import math
-from dataclasses import replace
 
 from shapecheck.analysis.dims import Dim
 from shapecheck.analysis.facts import (
@@ -32,6 +31,7 @@ from shapecheck.analysis.ops import (
     tensor_op,
     torch_names,
 )
+from shapecheck.record import replace
 
 
 @tensor_op("tril", "triu", functions=torch_names("tril", "triu"))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import functools
 from collections.abc import Sequence
-from dataclasses import replace
 
 from shapecheck.analysis.dims import Dim, provably_different
 from shapecheck.analysis.facts import (
@@ -43,6 +42,7 @@ from shapecheck.analysis.ops import (
 )
 from shapecheck.analysis.ops.arithmetic import scaled
 from shapecheck.analysis.ops.views import rely_on_divisions
+from shapecheck.record import replace
 
 
 def matrix_product(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import replace
 
 from shapecheck.analysis.dims import Dim, product
 from shapecheck.analysis.facts import (
@@ -51,6 +50,7 @@ from shapecheck.analysis.ops import (
     tensor_op,
     torch_names,
 )
+from shapecheck.record import replace
 
 
 def unknown_shape(call: OpCall) -> TensorFact:
