@@ -73,6 +73,15 @@ class Coverage:
     """Of those, the ones another module builds."""
     reasons: Counter[str] = field(default_factory=Counter)
     """Why a tensor's rank, or a value, was unknown -> how often."""
+    proper_functions: int = 0
+    """Of the attention functions, those that are attention proper: a softmax there reads a
+    product of two tensors written in the function (``q @ k.mT``, ``matmul``, ``einsum``,
+    ``bmm``, ``baddbmm``, through its own assignments), or it is recognised as attention, or
+    the function calls a fused attention. Not a router's softmax over its logits, a loss's,
+    a sampler's, or a helper's over scores it was handed."""
+    proper_tensors: int = 0
+    proper_rank_known: int = 0
+    proper_shape_known: int = 0
 
     def add(self, other: Coverage) -> None:
         for name in (
@@ -88,6 +97,10 @@ class Coverage:
             "from_other_files",
             "built_in_callers_sizes",
             "built_in_other_files",
+            "proper_functions",
+            "proper_tensors",
+            "proper_rank_known",
+            "proper_shape_known",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.reasons.update(other.reasons)
@@ -103,6 +116,12 @@ class Coverage:
                 "rank_known": self.rank_known,
                 "shape_known": self.shape_known,
                 "layout_known": self.layout_known,
+            },
+            "attention_proper": {
+                "functions": self.proper_functions,
+                "expressions": self.proper_tensors,
+                "rank_known": self.proper_rank_known,
+                "shape_known": self.proper_shape_known,
             },
             "unknown_values": self.unknown_values,
             "from_other_files": self.from_other_files,
@@ -156,10 +175,74 @@ def coverage(path: str, analysis: ModuleAnalysis) -> Coverage:
         if not is_attention or not isinstance(function.node, FunctionNode):
             continue
         report.attention_functions += 1
+        proper = _attention_proper(function.node, kinds, attention)
+        report.proper_functions += proper
         for node, fact in function.facts.items():
             _count(report, function, node, fact)
             report.from_other_files += node in followed and isinstance(fact, TensorFact)
+            if proper and isinstance(fact, TensorFact):
+                report.proper_tensors += 1
+                report.proper_rank_known += fact.shape is not None
+                report.proper_shape_known += fact.shape is not None and not any(
+                    dim.has_unknown for dim in fact.shape
+                )
     return report
+
+
+_PRODUCTS = {"matmul", "einsum", "bmm", "baddbmm", "mm"}
+
+
+def _attention_proper(
+    function: FunctionNode, kinds: dict[ast.Call, str | None], recognised: set[ast.AST]
+) -> bool:
+    """Whether ``function`` computes attention proper (see :attr:`Coverage.proper_functions`):
+    read from the code, not from what the analysis knew, so that a function it knows little
+    of is counted all the same."""
+    assigned: dict[str, list[ast.expr]] = {}
+    for node in ast.walk(function):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                for bound in ast.walk(target):
+                    if isinstance(bound, ast.Name):
+                        assigned.setdefault(bound.id, []).append(node.value)
+        elif (
+            isinstance(node, ast.AugAssign | ast.AnnAssign)
+            and node.value is not None
+            and isinstance(node.target, ast.Name)
+        ):
+            assigned.setdefault(node.target.id, []).append(node.value)
+    for call, name in kinds.items():
+        if name in _ATTENTION_CALLS - _SOFTMAX or name == "torch.nn.MultiheadAttention":
+            return True
+        if call in recognised:
+            return True
+        if name in _SOFTMAX:
+            read = call.args[:1]
+        elif _is_softmax_method(call, name) and isinstance(call.func, ast.Attribute):
+            read = [call.func.value]
+        else:
+            continue
+        seen: set[str] = set()
+        if any(_reads_product(expression, assigned, seen) for expression in read):
+            return True
+    return False
+
+
+def _reads_product(
+    expression: ast.expr, assigned: dict[str, list[ast.expr]], seen: set[str]
+) -> bool:
+    """Whether ``expression``, or a value the function assigns to a name it reads, holds a
+    product of two tensors; each name followed once."""
+    for node in ast.walk(expression):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+            return True
+        if isinstance(node, ast.Call) and call_name(node) in _PRODUCTS:
+            return True
+        if isinstance(node, ast.Name) and node.id not in seen:
+            seen.add(node.id)
+            if any(_reads_product(value, assigned, seen) for value in assigned.get(node.id, ())):
+                return True
+    return False
 
 
 def _called(function: FunctionFacts, call: ast.Call) -> str | None:
@@ -312,6 +395,14 @@ def render_text(reports: list[Coverage], total: Coverage, top: int) -> str:
         f"{percent(total.layout_known, tensors)}; {count(total.unknown_values, 'call')} "
         "not understood at all"
     )
+    if total.attention_functions:
+        proper = total.proper_tensors
+        summary += (
+            f"; in attention proper ({count(total.proper_functions, 'function')} whose softmax "
+            "reads a product of two tensors written there, or that call a fused attention; "
+            f"not a router's, a loss's or a sampler's), {percent(total.proper_rank_known, proper)}"
+            f" of ranks and {percent(total.proper_shape_known, proper)} of shapes are known"
+        )
     if total.from_other_files:
         summary += f"; {count(total.from_other_files, 'tensor')} from other files of the project"
     if total.built_in_callers_sizes:

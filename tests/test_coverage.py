@@ -122,3 +122,61 @@ def test_only_text_and_json(cli: Cli, write: Write) -> None:
     write("model.py", KNOWN)
     result = cli("--coverage", "--format", "sarif", "model.py")
     assert result.exit_code == 2 and "--coverage prints text or json" in result.output
+
+
+PROPER = textwrap.dedent(
+    """\
+    import torch
+    import torch.nn.functional as F
+
+
+    def attend(q, k, v):
+        scores = q @ k.transpose(-2, -1)
+        scaled = scores * 0.125
+        return F.softmax(scaled, dim=-1) @ v
+
+
+    def fused(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v)
+
+
+    def biased(q, k, bias):
+        scores = torch.matmul(q, k.mT)
+        scores = bias.apply(scores)
+        return torch.softmax(scores, dim=-1)
+
+
+    def einsum_attention(q, k):
+        return torch.einsum("bhid,bhjd->bhij", q, k).softmax(dim=-1)
+
+
+    def route(hidden, gate):
+        logits = gate(hidden)
+        return torch.softmax(logits, dim=-1)
+
+
+    def loss(logits, labels):
+        return -(F.softmax(logits / 2.0, dim=-1) * labels).sum()
+
+
+    def masked_softmax(scores, mask):
+        return torch.softmax(scores.masked_fill(mask, -1e4), dim=-1)
+    """
+)
+"""Four functions of attention proper (a product written there, through names or not, one
+the analysis cannot follow to the softmax, and a fused attention); a router, a loss and a
+helper handed its scores are not."""
+
+
+def test_attention_proper_is_read_from_the_code(cli: Cli, write: Write) -> None:
+    write("model.py", PROPER)
+    report = _json(cli("--coverage", "--format", "json", "model.py"))["total"]
+    assert isinstance(report, dict)
+    assert report["attention_functions"] == 7
+    assert report["softmax"] == {"calls": 6, "attention": 2}  # not `biased`'s: read from code
+    proper = report["attention_proper"]
+    assert proper["functions"] == 4
+    assert 0 < proper["expressions"] < report["tensors"]["expressions"]
+    assert proper["rank_known"] <= report["tensors"]["rank_known"]
+    text = cli("--coverage", "model.py").output
+    assert "in attention proper (4 functions whose softmax" in text
