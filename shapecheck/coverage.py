@@ -175,7 +175,7 @@ def coverage(path: str, analysis: ModuleAnalysis) -> Coverage:
         if not is_attention or not isinstance(function.node, FunctionNode):
             continue
         report.attention_functions += 1
-        proper = _attention_proper(function.node, kinds, attention)
+        proper = _attention_proper(function, function.node, kinds, attention)
         report.proper_functions += proper
         for node, fact in function.facts.items():
             _count(report, function, node, fact)
@@ -193,7 +193,10 @@ _PRODUCTS = {"matmul", "einsum", "bmm", "baddbmm", "mm"}
 
 
 def _attention_proper(
-    function: FunctionNode, kinds: dict[ast.Call, str | None], recognised: set[ast.AST]
+    facts: FunctionFacts,
+    function: FunctionNode,
+    kinds: dict[ast.Call, str | None],
+    recognised: set[ast.AST],
 ) -> bool:
     """Whether ``function`` computes attention proper (see :attr:`Coverage.proper_functions`):
     read from the code, not from what the analysis knew, so that a function it knows little
@@ -212,8 +215,12 @@ def _attention_proper(
         ):
             assigned.setdefault(node.target.id, []).append(node.value)
     for call, name in kinds.items():
-        if name in _ATTENTION_CALLS - _SOFTMAX or name == "torch.nn.MultiheadAttention":
+        if name in _ATTENTION_CALLS - _SOFTMAX:
             return True
+        if name == "torch.nn.MultiheadAttention" and isinstance(
+            facts.facts.get(call.func), ModuleFact
+        ):
+            return True  # called, not built (``__init__``)
         if call in recognised:
             return True
         if name in _SOFTMAX:

@@ -161,22 +161,32 @@ PROPER = textwrap.dedent(
 
     def masked_softmax(scores, mask):
         return torch.softmax(scores.masked_fill(mask, -1e4), dim=-1)
+
+
+    class Block(torch.nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.attn = torch.nn.MultiheadAttention(dim, 8)
+
+        def forward(self, x):
+            return self.attn(x, x, x)[0]
     """
 )
-"""Four functions of attention proper (a product written there, through names or not, one
-the analysis cannot follow to the softmax, and a fused attention); a router, a loss and a
-helper handed its scores are not."""
+"""Five functions of attention proper (a product written there, through names or not, one
+the analysis cannot follow to the softmax, a fused attention, a layer's forward calling
+``nn.MultiheadAttention``); a router, a loss, a helper handed its scores, and the
+``__init__`` that builds the attention layer are not."""
 
 
 def test_attention_proper_is_read_from_the_code(cli: Cli, write: Write) -> None:
     write("model.py", PROPER)
     report = _json(cli("--coverage", "--format", "json", "model.py"))["total"]
     assert isinstance(report, dict)
-    assert report["attention_functions"] == 7
+    assert report["attention_functions"] == 9
     assert report["softmax"] == {"calls": 6, "attention": 2}  # not `biased`'s: read from code
     proper = report["attention_proper"]
-    assert proper["functions"] == 4
+    assert proper["functions"] == 5
     assert 0 < proper["expressions"] < report["tensors"]["expressions"]
     assert proper["rank_known"] <= report["tensors"]["rank_known"]
     text = cli("--coverage", "model.py").output
-    assert "in attention proper (4 functions whose softmax" in text
+    assert "in attention proper (5 functions whose softmax" in text
