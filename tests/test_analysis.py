@@ -2650,3 +2650,55 @@ def test_an_attribute_copied_from_a_size_is_that_size_in_the_layers_tensors() ->
         """
     shapes = _shapes_in(source, "Attention.forward")
     assert shapes["q"] == shapes["biased"] == "[b, self.num_heads, n, self.head_size]"
+
+
+LAYERS_OF_TWO_WIDTHS = """\
+    import torch
+    import torch.nn as nn
+
+
+    class Conv1D(nn.Module):
+        def __init__(self, nf, nx):
+            super().__init__()
+            self.nf = nf
+            self.weight = nn.Parameter(torch.empty(nx, nf))
+
+        def forward(self, x):
+            return torch.matmul(x, self.weight).view(*x.shape[:-1], self.nf)
+
+
+    class Doubled(nn.Module):
+        def __init__(self, nf):
+            super().__init__()
+            self.nf = nf
+            self.nf = 2 * nf  # written twice: not the parameter as it is
+
+        def forward(self, x):
+            return x.new_zeros(*x.shape[:-1], self.nf)
+
+
+    class Attention(nn.Module):
+        def __init__(self, embed_dim, inner_dim):
+            super().__init__()
+            self.q_attn = Conv1D(embed_dim, embed_dim)
+            self.k_attn = Conv1D(inner_dim, embed_dim)
+            self.doubled = Doubled(embed_dim)
+
+        def forward(self, hidden_states):
+            b, t, e = hidden_states.shape
+            query = self.q_attn(hidden_states)
+            key = self.k_attn(hidden_states)
+            other = self.doubled(hidden_states)
+    """
+
+
+def test_a_layers_result_is_in_the_sizes_its_construction_passed() -> None:
+    """GPT-2's ``Conv1D(nf, nx)`` stores ``self.nf = nf`` and returns ``[..., self.nf]``:
+    built as ``Conv1D(embed_dim, embed_dim)`` its result is ``embed_dim`` wide here, and two
+    layers of the class built with two widths return two widths (both were ``self.nf``, the
+    callee's name, which means nothing in the caller). An attribute ``__init__`` writes twice
+    is not the parameter it was first set to: what it holds stays the callee's."""
+    shapes = _shapes_in(LAYERS_OF_TWO_WIDTHS, "Attention.forward")
+    assert shapes["query"] == "[b, t, embed_dim]"
+    assert shapes["key"] == "[b, t, inner_dim]"
+    assert shapes["other"] == "[b, t, 2*nf]"  # its own sizes: not the construction's

@@ -446,6 +446,10 @@ class InstanceFact(Fact):
     """``self`` handed on by a method of the class (``eager_attention_forward(self, q, k,
     v)``): its sizes are the very sizes that method reads (``self.num_heads``), not those of
     some instance (``attn.heads`` of an ``attn: Attention``)."""
+    built_with: tuple[tuple[int | str, Dim], ...] = ()
+    """The sizes its construction passed, by position or keyword, where they chose no model
+    of their own (``Conv1D(self.embed_dim, self.embed_dim)``): what its ``forward`` returns
+    in an attribute ``__init__`` set to one (``self.nf = nf``) is in that size."""
 
 
 CALLABLES = (QualifiedName, FunctionRef, ModuleFact, Choice, Partial, ClassRef, InstanceFact)

@@ -652,12 +652,13 @@ class ProjectScope:
         args = [_as_size(caller, *argument) for argument in args]
         kwargs = {name: _as_size(caller, *argument) for name, argument in kwargs.items()}
         passed = [fact for fact, _ in [*args, *kwargs.values()]]
+        plain = InstanceFact(cls.name, built_with=_sizes_passed(args, kwargs))
         if not any(
             (isinstance(fact, IntFact) and _decides_sizes(fact.dim))
             or isinstance(fact, ModuleFact | InstanceFact)
             for fact in passed
         ):
-            return InstanceFact(cls.name)
+            return plain
         generic = self.context.classes.get(cls.name)
         if generic is None:
             return InstanceFact(cls.name)
@@ -692,7 +693,7 @@ class ProjectScope:
             and name in self._layers_kept[cls.name]
         }
         if not decided and not layers:
-            return InstanceFact(cls.name)
+            return plain
         # a size the decided ones are made of is bound too (``n_embd``, which ``head_size =
         # n_embd // n_head`` divides); others would only multiply the models
         related = set().union(*(symbols_in(dim) for dim in decided))
@@ -910,6 +911,19 @@ def _as_size(caller: Interpreter, fact: Fact, node: ast.expr) -> Argument:
     if not isinstance(fact, IntFact) and (size := caller.size(fact, node)) is not None:
         return IntFact(size), node
     return fact, node
+
+
+def _sizes_passed(
+    args: list[Argument], kwargs: dict[str, Argument]
+) -> tuple[tuple[int | str, Dim], ...]:
+    """The named sizes a construction passes, by position or keyword (see
+    :attr:`InstanceFact.built_with`)."""
+    given: list[tuple[int | str, Argument]] = [*enumerate(args), *kwargs.items()]
+    return tuple(
+        (where, fact.dim)
+        for where, (fact, _) in given
+        if isinstance(fact, IntFact) and fact.dim.factors and not fact.dim.has_unknown
+    )
 
 
 def is_layer(node: ast.ClassDef) -> bool:

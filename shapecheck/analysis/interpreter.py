@@ -210,6 +210,9 @@ class ModuleContext:
     inlined_ranks: dict[tuple[object, ...], Mapping[str, RankByUse]] = field(default_factory=dict)
     """For the same calls: the ranks the callee's uses showed for its parameters."""
 
+    stored_parameters: dict[FunctionNode, Mapping[str, str]] = field(default_factory=dict)
+    """Per ``__init__``, the parameters it stores as attributes, as they are (``self.nf =
+    nf``): parameter -> attribute."""
     declarations: dict[FunctionNode, tuple[frozenset[str], frozenset[str]]] = field(
         default_factory=dict
     )
@@ -1923,9 +1926,11 @@ class Interpreter:
             if model is not None and model.layers is not None:
                 sequential = ModuleFact("torch.nn.Sequential", stages=model.layers)
                 return self._sequential_call(sequential, node, func, args, kwargs)
-            if forward is None:
+            if model is None or forward is None:
                 return None
             result = self._inline(FunctionRef(forward, class_name=layer.name), node, args, kwargs)
+            if layer.built_with:
+                result = self._in_construction_sizes(result, layer, model)
             given = as_tensor(args[0][0]) if args else None
             # the model's name: Norm, file.Norm (another module's), Norm(sizes) (in its sizes)
             written = layer.name.partition("(")[0].rsplit(".", 1)[-1]
@@ -1951,6 +1956,37 @@ class Interpreter:
         linear = layer.kind == "torch.nn.Linear"
         self._learn_width(args[0][1], tensor, layer.in_features if linear else None)
         return _uncertain(result) if layer.uncertain else result
+
+    def _in_construction_sizes(self, result: Fact, layer: InstanceFact, model: ClassModel) -> Fact:
+        """What a layer's ``forward`` returned, a size named after an attribute its
+        ``__init__`` set to a parameter (``self.nf = nf``) put in what the construction
+        passed for it (``Conv1D(self.embed_dim, ...)``): the caller's size, not the callee's
+        name, which means nothing here (and two layers of the class, of two widths, would
+        share it)."""
+        init = model.methods.get("__init__")
+        if init is None:
+            return result
+        stored = self.context.stored_parameters.get(init)
+        if stored is None:
+            stored = self.context.stored_parameters[init] = _stored_parameters(init)
+        if not stored:
+            return result
+        given = dict(layer.built_with)
+        written = ast.Constant(None)  # (the construction's arguments are not at hand)
+        positional: list[Argument] = [
+            (IntFact(dim) if isinstance(dim := given.get(index), Dim) else UNKNOWN, written)
+            for index in range(1 + max((i for i in given if isinstance(i, int)), default=-1))
+        ]
+        named: dict[str, Argument] = {
+            where: (IntFact(dim), written) for where, dim in given.items() if isinstance(where, str)
+        }
+        bound = _bind_arguments(FunctionRef(init, class_name=layer.name), positional, named)
+        sizes = {
+            f"self.{attribute}": fact.dim
+            for parameter, attribute in stored.items()
+            if bound is not None and isinstance(fact := bound.get(parameter), IntFact)
+        }
+        return _sizes_handed_back(result, {}, sizes, self.symbols) if sizes else result
 
     def _sequential_call(
         self,
@@ -2943,6 +2979,34 @@ def _float_literal(node: ast.expr | None) -> float | None:
     if isinstance(node, ast.Constant) and type(node.value) is float:
         return node.value
     return None
+
+
+def _stored_parameters(init: FunctionNode) -> dict[str, str]:
+    """The parameters ``init`` stores as attributes of ``self`` as they are, written once:
+    parameter -> attribute (``self.nf = nf``)."""
+    parameters = {param.arg for param in [*init.args.args, *init.args.kwonlyargs]}
+    stored: dict[str, str] = {}
+    written: Counter[str] = Counter()
+    for node in ast.walk(init):
+        for target in _assignment_targets(node):
+            if (
+                isinstance(target, ast.Attribute)
+                and isinstance(target.value, ast.Name)
+                and target.value.id == "self"
+            ):
+                written[target.attr] += 1
+                value = node.value if isinstance(node, ast.Assign) else None
+                if isinstance(value, ast.Name) and value.id in parameters:
+                    stored[value.id] = target.attr
+    return {param: attribute for param, attribute in stored.items() if written[attribute] == 1}
+
+
+def _assignment_targets(node: ast.AST) -> list[ast.expr]:
+    if isinstance(node, ast.Assign):
+        return node.targets
+    if isinstance(node, ast.AugAssign | ast.AnnAssign):
+        return [node.target]
+    return []
 
 
 @record
