@@ -336,9 +336,16 @@ MUTANTS = [
     Mutant(
         "construction-sizes-ignored",
         "shapecheck/analysis/imported.py",
-        "        if not decided and not layers:\n            return InstanceFact(cls.name)\n",
-        "        if True:\n            return InstanceFact(cls.name)\n",
+        "        if not decided and not layers:\n            return plain\n",
+        "        if True:\n            return plain\n",
         (f"{PROJECT}::test_constructor_arguments_give_the_class_its_sizes",),
+    ),
+    Mutant(
+        "construction-widths-ignored",
+        "shapecheck/analysis/interpreter.py",
+        "            if layer.built_with:\n",
+        "            if False:\n",
+        ("tests/test_analysis.py::test_a_layers_result_is_in_the_sizes_its_construction_passed",),
     ),
     Mutant(
         "configuration-checks-ignored",
