@@ -2702,3 +2702,55 @@ def test_a_layers_result_is_in_the_sizes_its_construction_passed() -> None:
     assert shapes["query"] == "[b, t, embed_dim]"
     assert shapes["key"] == "[b, t, inner_dim]"
     assert shapes["other"] == "[b, t, 2*nf]"  # its own sizes: not the construction's
+
+
+ONE_TEST_TWICE = """\
+    import torch
+
+
+    def pick(flag, other, enc):
+        x = torch.zeros(2, 3)
+        y = torch.zeros(4, 5)
+        states = x if flag else y
+        if flag:
+            on = states + 0
+        else:
+            off = states + 0
+        if flag:
+            z = x
+        else:
+            z = y
+        if not flag:
+            z_off = z + 0
+        current = enc if enc is not None else x
+        if enc is None:
+            hidden = current + 0
+        if other:
+            nested = x if flag else y
+        if flag:
+            after_block = nested + 0
+        rebound = x if flag else y
+        flag = other
+        if flag:
+            flag_rebound = rebound + 0
+        again = x if other else y
+        again = again + 0
+        if other:
+            name_rebound = again + 0
+"""
+
+
+def test_a_second_branch_on_the_same_test_reads_each_side() -> None:
+    """ImageGPT's ``current_states = encoder_hidden_states if is_cross_attention else
+    hidden_states``, then ``if is_cross_attention: ... else: ...``: on each side of the
+    second test the name is what the first bound there, whether a conditional expression or
+    an ``if`` bound it, the test written ``not flag`` or ``x is None``. Not where the test's
+    name or the name itself was bound again since, nor after the block that bound it ends."""
+    shapes = _shapes_in(ONE_TEST_TWICE, "pick")
+    assert shapes["states"] == "[?, ?]"
+    assert (shapes["on"], shapes["off"]) == ("[2, 3]", "[4, 5]")
+    assert shapes["z_off"] == "[4, 5]"
+    assert shapes["hidden"] == "[2, 3]"
+    assert shapes["after_block"] == "[?, ?]"
+    assert shapes["flag_rebound"] == "[?, ?]"
+    assert shapes["name_rebound"] == "[?, ?]"

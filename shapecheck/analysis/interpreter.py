@@ -351,6 +351,11 @@ class Interpreter:
         """The names this function assigns (``self.h`` included)."""
         self.rebindings: Counter[str] = Counter()
         """How many times each name was bound again (see ``ShapePrefix.binding``)."""
+        self.conditionals: dict[str, Conditional] = {}
+        """Names bound on either side of a test, by name (see :class:`Conditional`); those of
+        a block are dropped when it ends, where another path joins."""
+        self.chose: tuple[ast.IfExp, Fact, Fact] | None = None
+        """The last conditional expression evaluated, with what each side gave."""
         self.passed: dict[str, list[TensorFact]] = {}
         """Parameters handed in with an unknown rank, by name: the fact each started from and
         the facts learned from it as the code showed more (see ``holds_passed``)."""
@@ -470,7 +475,12 @@ class Interpreter:
 
     def run_block(self, statements: Sequence[ast.stmt]) -> bool:
         """Interpret statements in order; ``False`` once control cannot fall through."""
-        return all(self._statement(statement) for statement in statements)
+        outer = self.conditionals
+        self.conditionals = dict(outer) if outer else {}
+        try:
+            return all(self._statement(statement) for statement in statements)
+        finally:
+            self.conditionals = outer
 
     def result(self, node: FunctionNode | ast.Module, name: str) -> FunctionFacts:
         return FunctionFacts(node, name, self.facts, self.observations, self.bindings)
@@ -552,6 +562,10 @@ class Interpreter:
                 self.copied[key] = source
             elif key is not None:
                 self.copied.pop(key, None)  # bound again: no longer a copy
+        chose, self.chose = self.chose, None
+        if isinstance(value, ast.IfExp) and chose is not None and chose[0] is value:
+            keys = [key for target in targets if (key := dotted_name(target)) is not None]
+            self._bound_by_test(value.test, {key: chose[1:] for key in keys})
 
     def _augmented(
         self,
@@ -576,9 +590,11 @@ class Interpreter:
             self.observe(DivisibilityCheck(_names_in(statement.test)))
         holds, fails = rank_tests(statement.test)
         before, assigned = dict(self.env), set(self.assigned)
+        sides = self._sides_of(statement.test)
         branches: list[tuple[dict[str, Fact], dict[str, TensorFact]]] = []
         guard = 1 if _tests_half_precision(statement.test) else 0
         self.half_precision_branches += guard
+        self.env.update((name, side[0]) for name, side in sides.items())
         narrowed = self._narrowed(holds)
         outer_pins = self.pinned
         self.pinned = {**outer_pins, **self._pinned_by(statement.test)}
@@ -587,6 +603,7 @@ class Interpreter:
         if body_falls_through:
             branches.append((self.env, narrowed))
         self.env = dict(before)
+        self.env.update((name, side[1]) for name, side in sides.items())
         narrowed = self._narrowed(fails)
         falls_through = self.run_block(statement.orelse)  # ``elif`` is an ``if`` in ``orelse``
         self.half_precision_branches -= guard
@@ -601,7 +618,55 @@ class Interpreter:
                     if env.get(key) is fact:
                         env[key] = before[key]
         self.env = self._joined(before, assigned, [env for env, _ in branches])
+        if len(branches) == 2:
+            body, orelse = branches[0][0], branches[1][0]
+            for name, side in sides.items():
+                if body.get(name) is side[0] and orelse.get(name) is side[1]:
+                    self.env[name] = before[name]  # untouched: the same choice as before
+            if _tested_name(statement.test) is not None:
+                chosen = {
+                    name: (fact, orelse[name])
+                    for name, fact in body.items()
+                    if name in orelse
+                    and name not in sides
+                    and (fact is not before.get(name) or orelse[name] is not before.get(name))
+                    and fact != orelse[name]
+                }
+                self._bound_by_test(statement.test, chosen)
         return True
+
+    def _bound_by_test(self, test: ast.expr, sides: Mapping[str, tuple[Fact, Fact]]) -> None:
+        """Remember the names bound on either side of ``test`` (``sides``: name -> what it
+        is where the test holds, and where it fails), now bound to their join."""
+        tested = _tested_name(test)
+        if tested is None:
+            return
+        key, holds = tested
+        for name, (when, otherwise) in sides.items():
+            joined = self.env.get(name)
+            if joined is None or name == key[1]:
+                continue
+            if not holds:
+                when, otherwise = otherwise, when
+            self.conditionals[name] = Conditional(
+                key, self.rebindings[key[1]], when, otherwise, joined
+            )
+
+    def _sides_of(self, test: ast.expr) -> dict[str, tuple[Fact, Fact]]:
+        """The names bound on either side of the same test earlier and not bound since, with
+        what each is where ``test`` holds and where it fails: ``states = encoder_states if
+        is_cross else hidden_states`` is ``hidden_states`` under ``if not is_cross:``."""
+        tested = _tested_name(test) if self.conditionals else None
+        if tested is None:
+            return {}
+        key, holds = tested
+        return {
+            name: (bound.holds, bound.fails) if holds else (bound.fails, bound.holds)
+            for name, bound in self.conditionals.items()
+            if bound.test == key
+            and bound.binding == self.rebindings[key[1]]
+            and self.env.get(name) is bound.joined
+        }
 
     def _pinned_by(self, test: ast.expr) -> dict[Dim, int]:
         """``n_rep == 1`` (a size the code names, against a number other than 0): that size,
@@ -1085,6 +1150,7 @@ class Interpreter:
                 self.eval(test)
                 chosen, other = self.eval(body), self.eval(orelse)
                 chosen, other = self._partners(body, chosen, orelse, other, alternative_uses)
+                self.chose = (node, chosen, other)
                 return join(chosen, other)
             case ast.Compare(left=left, ops=operators, comparators=comparators):
                 if any(isinstance(op, _IDENTITY_TESTS) for op in operators):
@@ -2979,6 +3045,44 @@ def _float_literal(node: ast.expr | None) -> float | None:
     if isinstance(node, ast.Constant) and type(node.value) is float:
         return node.value
     return None
+
+
+@record
+class Conditional:
+    """A name bound on either side of a test: ``states = encoder_states if is_cross else
+    hidden_states``, or in both branches of ``if is_cross:``. A later ``if`` on the same
+    test, the tested name not bound again and this one not since, reads on each side what
+    the name is there (ImageGPT's cross-attention: its keys and values are made from one of
+    two tensors chosen by a flag, its queries under the same flag)."""
+
+    test: tuple[str, str]
+    """``("truth", name)`` for ``if name:``, ``("none", name)`` for ``if name is None:``."""
+    binding: int
+    """How many times the tested name had been bound (``Interpreter.rebindings``)."""
+    holds: Fact
+    fails: Fact
+    joined: Fact
+    """What the name was bound to after the test: the join of the two."""
+
+
+def _tested_name(test: ast.expr) -> tuple[tuple[str, str], bool] | None:
+    """What ``test`` tests, as :attr:`Conditional.test`, and whether it holds where that
+    does: ``not flag`` is ``(("truth", "flag"), False)``, ``x is not None`` is ``(("none",
+    "x"), False)``; ``None`` for any other test."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _tested_name(test.operand)
+        return (inner[0], not inner[1]) if inner is not None else None
+    if (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], ast.Is | ast.IsNot)
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value is None
+    ):
+        name = dotted_name(test.left)
+        return (("none", name), isinstance(test.ops[0], ast.Is)) if name is not None else None
+    name = dotted_name(test)
+    return (("truth", name), True) if name is not None else None
 
 
 def _stored_parameters(init: FunctionNode) -> dict[str, str]:

@@ -341,6 +341,20 @@ MUTANTS = [
         (f"{PROJECT}::test_constructor_arguments_give_the_class_its_sizes",),
     ),
     Mutant(
+        "second-test-reads-the-join",
+        "shapecheck/analysis/interpreter.py",
+        "        tested = _tested_name(test) if self.conditionals else None\n",
+        "        tested = None\n",
+        ("tests/test_analysis.py::test_a_second_branch_on_the_same_test_reads_each_side",),
+    ),
+    Mutant(
+        "branch-sides-outlive-their-block",
+        "shapecheck/analysis/interpreter.py",
+        "        self.conditionals = dict(outer) if outer else {}\n",
+        "        self.conditionals = outer\n",
+        ("tests/test_analysis.py::test_a_second_branch_on_the_same_test_reads_each_side",),
+    ),
+    Mutant(
         "construction-widths-ignored",
         "shapecheck/analysis/interpreter.py",
         "            if layer.built_with:\n",
