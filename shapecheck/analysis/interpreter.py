@@ -64,7 +64,7 @@ from shapecheck.analysis.facts import (
     sizes_substituted,
     text_of,
 )
-from shapecheck.analysis.imports import canonical, dotted_name
+from shapecheck.analysis.imports import canonical, dotted_name, statements
 from shapecheck.analysis.lattice import Family, flow, join
 from shapecheck.analysis.layout import FREE, Layout
 from shapecheck.analysis.observations import (
@@ -351,6 +351,8 @@ class Interpreter:
         """The names this function assigns (``self.h`` included)."""
         self.rebindings: Counter[str] = Counter()
         """How many times each name was bound again (see ``ShapePrefix.binding``)."""
+        self.bound: list[str] = []
+        """Every name bound, in order: those a block bound are the ones after its start."""
         self.conditionals: dict[str, Conditional] = {}
         """Names bound on either side of a test, by name (see :class:`Conditional`); those of
         a block are dropped when it ends, where another path joins."""
@@ -589,7 +591,7 @@ class Interpreter:
         if any(isinstance(line, ast.Raise) for line in statement.body):
             self.observe(DivisibilityCheck(_names_in(statement.test)))
         holds, fails = rank_tests(statement.test)
-        before, assigned = dict(self.env), set(self.assigned)
+        before, assigned, bound = dict(self.env), set(self.assigned), len(self.bound)
         sides = self._sides_of(statement.test)
         branches: list[tuple[dict[str, Fact], dict[str, TensorFact]]] = []
         guard = 1 if _tests_half_precision(statement.test) else 0
@@ -625,12 +627,12 @@ class Interpreter:
                     self.env[name] = before[name]  # untouched: the same choice as before
             if _tested_name(statement.test) is not None:
                 chosen = {
-                    name: (fact, orelse[name])
-                    for name, fact in body.items()
-                    if name in orelse
+                    name: (body[name], orelse[name])
+                    for name in dict.fromkeys(self.bound[bound:])
+                    if name in body
+                    and name in orelse
                     and name not in sides
-                    and (fact is not before.get(name) or orelse[name] is not before.get(name))
-                    and fact != orelse[name]
+                    and body[name] != orelse[name]
                 }
                 self._bound_by_test(statement.test, chosen)
         return True
@@ -923,6 +925,7 @@ class Interpreter:
         self.symbols.pop(key, None)
         self.assigned.add(key)
         self.rebindings[key] += 1
+        self.bound.append(key)
 
     def _forget(self, target: ast.expr) -> None:
         if isinstance(target, ast.Tuple | ast.List):
@@ -3091,7 +3094,7 @@ def _stored_parameters(init: FunctionNode) -> dict[str, str]:
     parameters = {param.arg for param in [*init.args.args, *init.args.kwonlyargs]}
     stored: dict[str, str] = {}
     written: Counter[str] = Counter()
-    for node in ast.walk(init):
+    for node, _ in statements(init.body, definitions=False):
         for target in _assignment_targets(node):
             if (
                 isinstance(target, ast.Attribute)
