@@ -566,8 +566,10 @@ class Interpreter:
                 self.copied.pop(key, None)  # bound again: no longer a copy
         chose, self.chose = self.chose, None
         if isinstance(value, ast.IfExp) and chose is not None and chose[0] is value:
+            tested = _tested_name(value.test)
             keys = [key for target in targets if (key := dotted_name(target)) is not None]
-            self._bound_by_test(value.test, {key: chose[1:] for key in keys})
+            if tested is not None:
+                self._bound_by_test(tested, {key: chose[1:] for key in keys})
 
     def _augmented(
         self,
@@ -592,7 +594,8 @@ class Interpreter:
             self.observe(DivisibilityCheck(_names_in(statement.test)))
         holds, fails = rank_tests(statement.test)
         before, assigned, bound = dict(self.env), set(self.assigned), len(self.bound)
-        sides = self._sides_of(statement.test)
+        test_of = _tested_name(statement.test)
+        sides = self._sides_of(test_of) if test_of is not None else {}
         branches: list[tuple[dict[str, Fact], dict[str, TensorFact]]] = []
         guard = 1 if _tests_half_precision(statement.test) else 0
         self.half_precision_branches += guard
@@ -625,7 +628,7 @@ class Interpreter:
             for name, side in sides.items():
                 if body.get(name) is side[0] and orelse.get(name) is side[1]:
                     self.env[name] = before[name]  # untouched: the same choice as before
-            if _tested_name(statement.test) is not None:
+            if test_of is not None:
                 chosen = {
                     name: (body[name], orelse[name])
                     for name in dict.fromkeys(self.bound[bound:])
@@ -634,15 +637,15 @@ class Interpreter:
                     and name not in sides
                     and body[name] != orelse[name]
                 }
-                self._bound_by_test(statement.test, chosen)
+                self._bound_by_test(test_of, chosen)
         return True
 
-    def _bound_by_test(self, test: ast.expr, sides: Mapping[str, tuple[Fact, Fact]]) -> None:
-        """Remember the names bound on either side of ``test`` (``sides``: name -> what it
-        is where the test holds, and where it fails), now bound to their join."""
-        tested = _tested_name(test)
-        if tested is None:
-            return
+    def _bound_by_test(
+        self, tested: tuple[tuple[str, str], bool], sides: Mapping[str, tuple[Fact, Fact]]
+    ) -> None:
+        """Remember the names bound on either side of a test (``tested``, as
+        :func:`_tested_name` reads it; ``sides``: name -> what it is where the test holds,
+        and where it fails), now bound to their join."""
         key, holds = tested
         for name, (when, otherwise) in sides.items():
             joined = self.env.get(name)
@@ -654,13 +657,11 @@ class Interpreter:
                 key, self.rebindings[key[1]], when, otherwise, joined
             )
 
-    def _sides_of(self, test: ast.expr) -> dict[str, tuple[Fact, Fact]]:
+    def _sides_of(self, tested: tuple[tuple[str, str], bool]) -> dict[str, tuple[Fact, Fact]]:
         """The names bound on either side of the same test earlier and not bound since, with
-        what each is where ``test`` holds and where it fails: ``states = encoder_states if
-        is_cross else hidden_states`` is ``hidden_states`` under ``if not is_cross:``."""
-        tested = _tested_name(test) if self.conditionals else None
-        if tested is None:
-            return {}
+        what each is where the test (``tested``) holds and where it fails: ``states =
+        encoder_states if is_cross else hidden_states`` is ``hidden_states`` under ``if not
+        is_cross:``."""
         key, holds = tested
         return {
             name: (bound.holds, bound.fails) if holds else (bound.fails, bound.holds)

@@ -343,8 +343,8 @@ MUTANTS = [
     Mutant(
         "second-test-reads-the-join",
         "shapecheck/analysis/interpreter.py",
-        "        tested = _tested_name(test) if self.conditionals else None\n",
-        "        tested = None\n",
+        "        sides = self._sides_of(test_of) if test_of is not None else {}\n",
+        "        sides = {}\n",
         ("tests/test_analysis.py::test_a_second_branch_on_the_same_test_reads_each_side",),
     ),
     Mutant(
