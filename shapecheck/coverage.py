@@ -175,7 +175,7 @@ def coverage(path: str, analysis: ModuleAnalysis) -> Coverage:
         if not is_attention or not isinstance(function.node, FunctionNode):
             continue
         report.attention_functions += 1
-        proper = _attention_proper(function, function.node, kinds, attention)
+        proper = _attention_proper(function, kinds, attention)
         report.proper_functions += proper
         for node, fact in function.facts.items():
             _count(report, function, node, fact)
@@ -193,16 +193,13 @@ _PRODUCTS = {"matmul", "einsum", "bmm", "baddbmm", "mm"}
 
 
 def _attention_proper(
-    facts: FunctionFacts,
-    function: FunctionNode,
-    kinds: dict[ast.Call, str | None],
-    recognised: set[ast.AST],
+    function: FunctionFacts, kinds: dict[ast.Call, str | None], recognised: set[ast.AST]
 ) -> bool:
     """Whether ``function`` computes attention proper (see :attr:`Coverage.proper_functions`):
     read from the code, not from what the analysis knew, so that a function it knows little
     of is counted all the same."""
     assigned: dict[str, list[ast.expr]] = {}
-    for node in ast.walk(function):
+    for node in ast.walk(function.node):
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 for bound in ast.walk(target):
@@ -218,7 +215,7 @@ def _attention_proper(
         if name in _ATTENTION_CALLS - _SOFTMAX:
             return True
         if name == "torch.nn.MultiheadAttention" and isinstance(
-            facts.facts.get(call.func), ModuleFact
+            function.facts.get(call.func), ModuleFact
         ):
             return True  # called, not built (``__init__``)
         if call in recognised:

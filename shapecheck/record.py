@@ -106,7 +106,7 @@ def replace(value: _Record, /, **changes: Any) -> _Record:
 def as_dict(value: object) -> Any:
     """A record, and the records, lists, tuples and dicts inside it, as dicts of their
     fields (``dataclasses.asdict``)."""
-    if hasattr(value, _FIELDS):
+    if is_record(value):
         return {name: as_dict(getattr(value, name)) for name in getattr(value, _FIELDS)}
     if isinstance(value, list | tuple):
         return type(value)(as_dict(item) for item in value)
