@@ -16,7 +16,10 @@ class SdpaMaskPolarity(Rule):
     a True = blocked mask (`torch.triu(ones, diagonal=1)`, `tril(...) == 0`) as `attn_mask`
     of `F.scaled_dot_product_attention` (True = attend), or a True = attend mask (`tril`,
     `ids != pad`) as `attn_mask`/`key_padding_mask` of `nn.MultiheadAttention` (True =
-    blocked).
+    blocked). A triangle offset by a KV cache (`triu(j - i + 1)`,
+    `triu(diagonal=start_pos + 1)`) is a True = blocked mask too; masks combined with `&`
+    or `|` mean what their known operands mean (`keep & ~future` is True = attend); a mask
+    replaced by a float bias on one branch means what it meant where it is boolean.
 
     ## Why is this bad?
     The two PyTorch APIs disagree on what True means. With the wrong polarity every query

@@ -90,7 +90,7 @@ from shapecheck.analysis.ops.arithmetic import arithmetic
 from shapecheck.analysis.ops.axes import last_two_swapped, reversed_axes
 from shapecheck.analysis.ops.constructors import moved_with_module
 from shapecheck.analysis.ops.einops import input_rank
-from shapecheck.analysis.ops.masks import negated
+from shapecheck.analysis.ops.masks import combined, negated
 from shapecheck.analysis.ops.products import matrix_product
 from shapecheck.analysis.ops.views import unbound
 from shapecheck.analysis.usage import (
@@ -1442,6 +1442,8 @@ class Interpreter:
                 return sizes
         if symbol is not None:
             return arithmetic(self, node, symbol, left, right)
+        if isinstance(operator, ast.BitAnd | ast.BitOr):
+            return combined(node, left, right)
         if isinstance(operator, ast.Pow):
             exponent = scale_of(right)
             power = exponent.coefficient if exponent and exponent.base == Dim.constant(1) else None

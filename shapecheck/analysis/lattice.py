@@ -188,6 +188,13 @@ def _either(left: Any, right: Any) -> Any:
     return left or right
 
 
+def _unless_disputed(left: Any, right: Any) -> Any:
+    """What one branch knows where the other knows nothing, or both agree on."""
+    if left is None or right is None:
+        return left if right is None else right
+    return left if left == right else None
+
+
 def _union(left: Any, right: Any) -> Any:
     if isinstance(left, frozenset):
         return left | right
@@ -214,7 +221,12 @@ MERGES: dict[str, tuple[Merge, str]] = {
     "known_last": (_agree, "where both agree"),
     "scalar": (_agree, "where both agree"),
     "dtype": (_agree, "where both agree; the other facts do not depend on it"),
-    "polarity": (_agree, "where both agree"),
+    "polarity": (
+        _unless_disputed,
+        "a polarity no branch disputes: where a branch made the mask (`~causal_mask`), the "
+        "mask passed in on another (`mask`, of no polarity known) is taken to mean the same, "
+        "and a float bias (`mask = attn_bias`) means nothing until code makes it boolean",
+    ),
     "weights": (_both, "attention weights on both branches, whatever their dtype"),
     "masked_weights": (_either, "masked after the softmax on either branch (that one is wrong)"),
     "probabilities": (_both, "a softmax on both branches"),

@@ -31,6 +31,11 @@ SPEED = "tests/test_speed_paths.py"
 LATTICE = "shapecheck/analysis/lattice.py"
 LATTICE_TESTS = "tests/test_lattice.py"
 PROJECT = "tests/test_project_files.py"
+MASKS = "shapecheck/analysis/ops/masks.py"
+CACHED_MASKS = (
+    "tests/test_fixtures.py::test_linter_says_exactly_what_the_fixture_expects"
+    "[SC403_cached_and_combined_masks.py"
+)
 
 
 @dataclass(frozen=True)
@@ -383,6 +388,27 @@ MUTANTS = [
         "        return reanchored(fact, call, [each for each in handed if isinstance(",
         "        return fact or reanchored(fact, call, [each for each in handed if isinstance(",
         (f"{PROJECT}::test_a_helper_of_another_file_is_followed_with_that_files_imports",),
+    ),
+    Mutant(
+        "mask-polarity-disputed-by-the-unknown",
+        LATTICE,
+        "    if left is None or right is None:\n        return left if right is None else right\n",
+        "    if left is None or right is None:\n        return None\n",
+        (f"{CACHED_MASKS}]",),
+    ),
+    Mutant(
+        "combined-masks-mean-nothing",
+        MASKS,
+        "    polarity = polarities.pop() if len(polarities) == 1 else None\n",
+        "    polarity = None\n",
+        (f"{CACHED_MASKS}]",),
+    ),
+    Mutant(
+        "offset-diagonals-unread",
+        MASKS,
+        "            return added if isinstance(fact, IntFact) else None\n",
+        "            return None\n",
+        (f"{CACHED_MASKS}]",),
     ),
 ]
 

@@ -8,6 +8,7 @@ import math
 from shapecheck.analysis.dims import Dim
 from shapecheck.analysis.facts import (
     OPPOSITE_POLARITY,
+    UNKNOWN,
     Fact,
     IntFact,
     Product,
@@ -38,8 +39,7 @@ from shapecheck.record import replace
 def triangle(call: OpCall) -> Fact:
     """``tril`` keeps the visible keys of a causal mask (True = attend); ``triu`` from the
     first diagonal above keeps the future ones (True = blocked)."""
-    diagonal = call.int_arg(0, "diagonal")
-    diagonal = 0 if diagonal is None and call.get(0, "diagonal") is None else diagonal
+    diagonal = _least_diagonal(call)
     polarity = None
     if call.name.endswith("tril") and diagonal is not None and diagonal >= 0:
         polarity = "attend"
@@ -47,6 +47,27 @@ def triangle(call: OpCall) -> Fact:
         polarity = "block"
     # zeroing a triangle does not mask scores (that needs -inf): no longer a product
     return flow(call.receiver, Family.MASKING, origin=call.node, polarity=polarity, product=None)
+
+
+def _least_diagonal(call: OpCall) -> int | None:
+    """The diagonal a ``tril``/``triu`` starts from (0 when not given), or the least it can
+    be: a literal, or an offset plus a literal (``triu(j - i + 1)``,
+    ``triu(diagonal=start_pos + 1)``), the offset a size (the keys a cache holds beyond the
+    queries), never negative; a size alone (``tril(diagonal=start_pos)``) is 0 or more.
+    ``None``: anything else (``-k``, a number the analysis cannot read)."""
+    argument = call.get(0, "diagonal")
+    if argument is None:
+        return 0
+    fact, node = argument
+    literal = call.int_arg(0, "diagonal")
+    if literal is not None:
+        return literal
+    match node:
+        case ast.BinOp(op=ast.Add(), right=ast.Constant(value=int() as added)) if added >= 0:
+            return added if isinstance(fact, IntFact) else None
+        case ast.Name() | ast.Attribute() | ast.BinOp(op=ast.Sub()):
+            return 0 if isinstance(fact, IntFact) else None
+    return None
 
 
 @tensor_op("logical_not", functions=torch_names("logical_not"))
@@ -58,6 +79,39 @@ def negated(mask: TensorFact, node: ast.AST) -> TensorFact:
     """``~mask``: True where it was False; the polarity flips."""
     flipped = OPPOSITE_POLARITY.get(mask.polarity or "")
     return flow(mask, Family.ELEMENTWISE, origin=node, polarity=flipped, dtype="bool")
+
+
+def combined(node: ast.AST, left: Fact, right: Fact) -> Fact:
+    """``a & b``, ``a | b`` (``logical_and``, ``logical_or``) of masks: elementwise, shapes
+    broadcast. The result means what its known operands mean: ``mask & ~causal_mask`` is
+    True where attention is allowed whatever ``mask`` was called, since code combines masks
+    of one polarity (``&`` of two "attend" masks, ``|`` of two "blocked" ones); operands
+    known to disagree leave it unknown. Boolean where no operand is known to be another
+    dtype (``&`` of floats raises)."""
+    tensors = [fact for fact in (left, right) if isinstance(fact, TensorFact)]
+    if not tensors:
+        return UNKNOWN
+    polarities = {tensor.polarity for tensor in tensors if tensor.polarity is not None}
+    polarity = polarities.pop() if len(polarities) == 1 else None
+    dtypes = {tensor.dtype for tensor in tensors if tensor.dtype is not None}
+    dtype = "bool" if dtypes <= {"bool"} else None
+    if len(tensors) == 1:  # ``mask & True``: the tensor's shape
+        return flow(tensors[0], Family.ELEMENTWISE, origin=node, polarity=polarity, dtype=dtype)
+    first, second = tensors
+    return TensorFact(
+        shape=broadcast_shapes(first.shape, second.shape),
+        origin=node,
+        polarity=polarity,
+        dtype=dtype,
+        uncertain=first.uncertain or second.uncertain,
+        guess=first.guess or second.guess,
+    )
+
+
+@tensor_op("logical_and", "logical_or", functions=torch_names("logical_and", "logical_or"))
+def logical(call: OpCall) -> Fact:
+    other = call.get(0, "other")
+    return combined(call.node, call.receiver, other[0] if other is not None else UNKNOWN)
 
 
 FLOAT16_MAX = 65504.0
