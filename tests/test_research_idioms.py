@@ -116,6 +116,35 @@ def test_a_comprehension_collected_in_a_sequence_unpacks_to_its_elements(collect
         assert format_shape(facts[name].shape) == "[b, n, self.heads, dim_head]"
 
 
+@pytest.mark.parametrize(
+    "loop",
+    [
+        "k, m = tuple(t.transpose(1, 2) for t in (k, memory))",
+        "k, m = [t.transpose(1, 2) for t in (k, memory)]",
+        "k, m = map(lambda t: t.transpose(1, 2), (k, memory))",
+    ],
+)
+def test_a_loop_over_tensors_that_differ_gives_each_its_own_element(loop: str) -> None:
+    """x-transformers' ``tuple(repeat(t, ...) for t in (k, v, added_k, added_v))``: the keys
+    keep their shape beside a tensor of unknown rank (a joined item would know nothing)."""
+    body = QKV + "memory = self.memory(x)\n" + loop + "\n"
+    facts = bindings(body)
+    assert format_shape(facts["k"].shape) == "[b, n, self.heads, dim_head]"
+    assert facts["m"].shape is None
+
+
+def test_broadcast_to_is_expand() -> None:
+    """Falcon's ``key = torch.broadcast_to(key, query.shape)``."""
+    body = QKV + (
+        "one = k[:, :1]\n"
+        "wide = torch.broadcast_to(one, q.shape)\n"
+        "same = one.broadcast_to(q.shape)\n"
+    )
+    facts = bindings(body)
+    assert format_shape(facts["wide"].shape) == "[b, self.heads, n, dim_head]"
+    assert format_shape(facts["same"].shape) == "[b, self.heads, n, dim_head]"
+
+
 def test_unpacking_more_names_than_the_first_axis_holds_tells_nothing() -> None:
     body = QKV.replace("q, k, v = qkv", "q, k = qkv")
     assert "q" not in bindings(body)

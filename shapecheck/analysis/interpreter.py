@@ -1192,7 +1192,7 @@ class Interpreter:
                 self.eval(value)
                 return UNKNOWN
             case ast.ListComp() | ast.SetComp() | ast.GeneratorExp():
-                return RepeatedFact(self._comprehension(node))
+                return self._comprehension(node)
             case ast.Dict(keys=keys, values=values) if all(_is_text(key) for key in keys):
                 names = [str(key.value) for key in keys if isinstance(key, ast.Constant)]
                 return NamedFacts(tuple(zip(names, map(self.eval, values), strict=True)))
@@ -1217,23 +1217,46 @@ class Interpreter:
         return text_of(set(strings))
 
     def _comprehension(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp) -> Fact:
-        """The fact of every element: ``elt`` in a scope of its own (so
-        ``[nn.MultiheadAttention(100, 3) for _ in range(n)]`` is still checked), each loop
-        target what all the items iterated have in common (``for t in (q, k, v)``: the three
-        split alike), else unknown."""
+        """Every element: ``elt`` in a scope of its own (so ``[nn.MultiheadAttention(100, 3)
+        for _ in range(n)]`` is still checked), each loop target what all the items iterated
+        have in common (``for t in (q, k, v)``: the three split alike), else unknown. One loop
+        over a tuple whose items differ (``tuple(repeat(t, ...) for t in (k, v, added_k))``)
+        gives each item's own element, as ``map`` does."""
         outer = dict(self.env)
         for clause in node.generators:
             iterated = self.eval(clause.iter)
+            alike = _alike_items(iterated)
+            each = (
+                len(node.generators) == 1
+                and not clause.ifs
+                and isinstance(clause.target, ast.Name)
+                and isinstance(iterated, TupleFact)
+                and alike is None
+                and not isinstance(node, ast.SetComp)
+            )
+            if each:
+                assert isinstance(clause.target, ast.Name) and isinstance(iterated, TupleFact)
+                elements = self._elements(node.elt, clause.target.id, iterated.items)
+                self.env = outer
+                return TupleFact(elements)
             if isinstance(iterated, TupleFact) and iterated.items:
-                item = functools.reduce(join, iterated.items)
-            else:
-                item = _alike_items(iterated) or UNKNOWN
-            self._bind(clause.target, item)
+                alike = functools.reduce(join, iterated.items)
+            self._bind(clause.target, alike or UNKNOWN)
             for condition in clause.ifs:
                 self.eval(condition)
         element = self.eval(node.elt)
         self.env = outer
-        return element
+        return RepeatedFact(element)
+
+    def _elements(self, element: ast.expr, name: str, items: Sequence[Fact]) -> tuple[Fact, ...]:
+        """``element`` with ``name`` bound to each of ``items`` in turn."""
+        elements: list[Fact] = []
+        for item in items:
+            self.env[name] = item
+            for learned in [key for key in self.symbols if key.startswith(f"{name}.")]:
+                del self.symbols[learned]  # each item's sizes are its own
+            elements.append(self.eval(element))
+        return tuple(elements)
 
     def _sequence(self, elements: Sequence[ast.expr]) -> Fact:
         """``(a, b)``, and ``(*shape, -1, d)`` when ``shape``'s length is known."""
@@ -2351,25 +2374,17 @@ class Interpreter:
         if isinstance(fact, ImportedName) and project is not None and items.items:
             # ``map(split_heads, (q, k, v))`` with a helper of another file
             fact = project.called(self, fact, [(items.items[0], node)], {}) or fact
-        results: list[Fact] = []
-        for item in items.items:
-            if isinstance(node, ast.Lambda) and len(node.args.args) == 1 and not node.args.vararg:
-                name = node.args.args[0].arg
-                outer = self.env.get(name)
-                self.env[name] = item
-                for learned in [key for key in self.symbols if key.startswith(f"{name}.")]:
-                    del self.symbols[learned]  # each item's sizes are its own
-                results.append(self.eval(node.body))
-                if outer is None:
-                    self.env.pop(name, None)
-                else:
-                    self.env[name] = outer
-            elif isinstance(fact, FunctionRef):
-                call = ast.copy_location(ast.Call(node, [], []), node)
-                results.append(self._inline(fact, call, [(item, node)], {}))
-            else:
-                return UNKNOWN
-        return TupleFact(tuple(results))
+        if isinstance(node, ast.Lambda) and len(node.args.args) == 1 and not node.args.vararg:
+            outer = dict(self.env)
+            elements = self._elements(node.body, node.args.args[0].arg, items.items)
+            self.env = outer
+            return TupleFact(elements)
+        if not isinstance(fact, FunctionRef):
+            return UNKNOWN
+        call = ast.copy_location(ast.Call(node, [], []), node)
+        return TupleFact(
+            tuple(self._inline(fact, call, [(item, node)], {}) for item in items.items)
+        )
 
     def _configured_size(self, args: list[Argument]) -> IntFact | None:
         """``getattr(config, "head_dim", hidden // heads)``: a size of its own, named after

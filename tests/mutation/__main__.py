@@ -410,6 +410,16 @@ MUTANTS = [
         "            return None\n",
         (f"{CACHED_MASKS}]",),
     ),
+    Mutant(
+        "loop-items-joined",
+        "shapecheck/analysis/interpreter.py",
+        "            each = (\n                len(node.generators) == 1\n",
+        "            each = (\n                len(node.generators) == 0\n",
+        (
+            "tests/test_research_idioms.py::"
+            "test_a_loop_over_tensors_that_differ_gives_each_its_own_element",
+        ),
+    ),
 ]
 
 

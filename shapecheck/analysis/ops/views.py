@@ -574,8 +574,9 @@ def _pads(call: OpCall) -> list[Dim | None] | None:
     ]
 
 
-@tensor_op("expand")
+@tensor_op("expand", "broadcast_to", functions=torch_names("broadcast_to"))
 def expand(call: OpCall) -> Fact:
+    """``x.expand(*sizes)``, ``torch.broadcast_to(x, sizes)``: the same (-1: the axis kept)."""
     receiver = call.receiver
     sizes = call.sizes(0)
     if sizes is not None and receiver.shape is None:  # as many axes as sizes (-1: its own)
