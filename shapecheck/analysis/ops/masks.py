@@ -1,4 +1,5 @@
-"""Masks and what is written through them: ``tril``/``triu``, ``~``, ``masked_fill``, ``where``."""
+"""Masks and what is written through them: ``tril``/``triu``, ``~``, ``&``/``|``,
+``masked_fill``, ``where``."""
 
 from __future__ import annotations
 
