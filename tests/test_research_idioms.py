@@ -133,6 +133,23 @@ def test_a_loop_over_tensors_that_differ_gives_each_its_own_element(loop: str) -
     assert facts["m"].shape is None
 
 
+def test_masks_combined_with_and_or_broadcast_and_keep_their_meaning() -> None:
+    body = QKV + (
+        "keep = torch.ones(b, 1, 1, n, dtype=torch.bool)\n"
+        "future = torch.ones(n, n, dtype=torch.bool).triu(1)\n"
+        "visible = keep & ~future\n"
+        "hidden = ~keep | future\n"
+        "disputed = ~future & future\n"
+        "bits = torch.arange(n) & 3\n"
+    )
+    facts = bindings(body)
+    assert format_shape(facts["visible"].shape) == "[b, 1, n, n]"
+    assert (facts["visible"].dtype, facts["visible"].polarity) == ("bool", "attend")
+    assert (facts["hidden"].dtype, facts["hidden"].polarity) == ("bool", "block")
+    assert facts["disputed"].polarity is None
+    assert facts["bits"].dtype == "int64"
+
+
 def test_broadcast_to_is_expand() -> None:
     """Falcon's ``key = torch.broadcast_to(key, query.shape)``."""
     body = QKV + (

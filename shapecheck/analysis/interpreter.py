@@ -1226,17 +1226,16 @@ class Interpreter:
         for clause in node.generators:
             iterated = self.eval(clause.iter)
             alike = _alike_items(iterated)
-            each = (
-                len(node.generators) == 1
+            target = clause.target.id if isinstance(clause.target, ast.Name) else None
+            if (
+                target is not None
+                and len(node.generators) == 1
                 and not clause.ifs
-                and isinstance(clause.target, ast.Name)
                 and isinstance(iterated, TupleFact)
                 and alike is None
                 and not isinstance(node, ast.SetComp)
-            )
-            if each:
-                assert isinstance(clause.target, ast.Name) and isinstance(iterated, TupleFact)
-                elements = self._elements(node.elt, clause.target.id, iterated.items)
+            ):
+                elements = self._elements(node.elt, target, iterated.items)
                 self.env = outer
                 return TupleFact(elements)
             if isinstance(iterated, TupleFact) and iterated.items:

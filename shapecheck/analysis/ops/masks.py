@@ -87,15 +87,15 @@ def combined(node: ast.AST, left: Fact, right: Fact) -> Fact:
     broadcast. The result means what its known operands mean: ``mask & ~causal_mask`` is
     True where attention is allowed whatever ``mask`` was called, since code combines masks
     of one polarity (``&`` of two "attend" masks, ``|`` of two "blocked" ones); operands
-    known to disagree leave it unknown. Boolean where no operand is known to be another
-    dtype (``&`` of floats raises)."""
+    known to disagree leave it unknown. Of the one dtype its operands are known to have:
+    boolean for masks, an integer's for ``ids & bits`` (bitwise; ``&`` of floats raises)."""
     tensors = [fact for fact in (left, right) if isinstance(fact, TensorFact)]
     if not tensors:
         return UNKNOWN
     polarities = {tensor.polarity for tensor in tensors if tensor.polarity is not None}
     polarity = polarities.pop() if len(polarities) == 1 else None
     dtypes = {tensor.dtype for tensor in tensors if tensor.dtype is not None}
-    dtype = "bool" if dtypes <= {"bool"} else None
+    dtype = dtypes.pop() if len(dtypes) == 1 else None
     if len(tensors) == 1:  # ``mask & True``: the tensor's shape
         return flow(tensors[0], Family.ELEMENTWISE, origin=node, polarity=polarity, dtype=dtype)
     first, second = tensors
