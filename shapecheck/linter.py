@@ -9,7 +9,7 @@ import io
 import itertools
 import sys
 import tokenize
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, cast
 
 from shapecheck import project
@@ -68,7 +68,7 @@ def lint_parsed(source: Source, rules: Sequence[Rule], *, write_fixes: bool = Tr
         if isinstance(rule, SuppressionRule):
             continue  # it judges the suppressions, once every other rule's findings went by
         try:
-            found.extend((rule, violation) for violation in rule.check(analysis))
+            found.extend((rule, violation) for violation in _once_per_node(rule.check(analysis)))
         except Exception as error:  # one rule's bug must not cost the other rules' findings
             crashed.append(internal_error(source.path, f"in rule {rule.code}", error))
         else:
@@ -94,6 +94,17 @@ def lint_parsed(source: Source, rules: Sequence[Rule], *, write_fixes: bool = Tr
         complete=complete,
         dependencies=dependencies,
     )
+
+
+def _once_per_node(violations: Iterable[Violation]) -> Iterator[Violation]:
+    """A rule's first finding at each node: code run once per item of a loop over a tuple
+    (``[t.transpose(1, 2).view(b, -1, d) for t in (q, k)]``, ``map(lambda t: ..., (q, k))``)
+    is observed once per item, and is one place to fix."""
+    seen: set[ast.AST] = set()
+    for violation in violations:
+        if violation.node not in seen:
+            seen.add(violation.node)
+            yield violation
 
 
 def _as_handed(

@@ -133,6 +133,31 @@ def test_a_loop_over_tensors_that_differ_gives_each_its_own_element(loop: str) -
     assert facts["m"].shape is None
 
 
+@pytest.mark.parametrize(
+    "loop",
+    [
+        "[t.transpose(1, 2).view(b, -1, h * d) for t in (q, k)]",
+        "map(lambda t: t.transpose(1, 2).view(b, -1, h * d), (q, k))",
+    ],
+)
+def test_code_run_once_per_item_is_one_place_to_report(loop: str) -> None:
+    """Each item of the loop is observed apart (``q``'s view merges two axes, ``k``'s, of
+    other sizes, four): one finding at the one place to fix."""
+    text = textwrap.dedent(
+        f"""\
+        import torch
+
+        def f(q, k):
+            b, h, n, d = q.shape
+            b2, h2, m, d2 = k.shape
+            q2, k2 = {loop}
+            return q2, k2
+        """
+    )
+    result = lint_source(text.encode(), "snippet.py", [rule() for rule in all_rules()])
+    assert [(d.code, d.line) for d in result.diagnostics] == [("SC101", 6)]
+
+
 def test_masks_combined_with_and_or_broadcast_and_keep_their_meaning() -> None:
     body = QKV + (
         "keep = torch.ones(b, 1, 1, n, dtype=torch.bool)\n"

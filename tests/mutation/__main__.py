@@ -420,6 +420,13 @@ MUTANTS = [
             "test_a_loop_over_tensors_that_differ_gives_each_its_own_element",
         ),
     ),
+    Mutant(
+        "a-place-reported-per-item",
+        "shapecheck/linter.py",
+        "        if violation.node not in seen:\n",
+        "        if True:\n",
+        ("tests/test_research_idioms.py::test_code_run_once_per_item_is_one_place_to_report",),
+    ),
 ]
 
 
