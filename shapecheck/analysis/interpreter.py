@@ -1225,22 +1225,21 @@ class Interpreter:
         outer = dict(self.env)
         for clause in node.generators:
             iterated = self.eval(clause.iter)
-            alike = _alike_items(iterated)
-            target = clause.target.id if isinstance(clause.target, ast.Name) else None
-            if (
-                target is not None
-                and len(node.generators) == 1
-                and not clause.ifs
-                and isinstance(iterated, TupleFact)
-                and alike is None
-                and not isinstance(node, ast.SetComp)
-            ):
-                elements = self._elements(node.elt, target, iterated.items)
-                self.env = outer
-                return TupleFact(elements)
-            if isinstance(iterated, TupleFact) and iterated.items:
-                alike = functools.reduce(join, iterated.items)
-            self._bind(clause.target, alike or UNKNOWN)
+            item = _alike_items(iterated)
+            if item is None and isinstance(iterated, TupleFact):
+                target = clause.target.id if isinstance(clause.target, ast.Name) else None
+                if (
+                    target is not None
+                    and len(node.generators) == 1
+                    and not clause.ifs
+                    and not isinstance(node, ast.SetComp)
+                ):
+                    elements = self._elements(node.elt, target, iterated.items)
+                    self.env = outer
+                    return TupleFact(elements)
+                if iterated.items:
+                    item = functools.reduce(join, iterated.items)
+            self._bind(clause.target, item or UNKNOWN)
             for condition in clause.ifs:
                 self.eval(condition)
         element = self.eval(node.elt)
@@ -1248,13 +1247,19 @@ class Interpreter:
         return RepeatedFact(element)
 
     def _elements(self, element: ast.expr, name: str, items: Sequence[Fact]) -> tuple[Fact, ...]:
-        """``element`` with ``name`` bound to each of ``items`` in turn."""
+        """``element`` with ``name`` bound to each of ``items`` in turn; ``name`` is then
+        what it was before."""
+        outer = self.env.get(name)
         elements: list[Fact] = []
         for item in items:
             self.env[name] = item
             for learned in [key for key in self.symbols if key.startswith(f"{name}.")]:
                 del self.symbols[learned]  # each item's sizes are its own
             elements.append(self.eval(element))
+        if outer is None:
+            self.env.pop(name, None)
+        else:
+            self.env[name] = outer
         return tuple(elements)
 
     def _sequence(self, elements: Sequence[ast.expr]) -> Fact:
@@ -2374,10 +2379,7 @@ class Interpreter:
             # ``map(split_heads, (q, k, v))`` with a helper of another file
             fact = project.called(self, fact, [(items.items[0], node)], {}) or fact
         if isinstance(node, ast.Lambda) and len(node.args.args) == 1 and not node.args.vararg:
-            outer = dict(self.env)
-            elements = self._elements(node.body, node.args.args[0].arg, items.items)
-            self.env = outer
-            return TupleFact(elements)
+            return TupleFact(self._elements(node.body, node.args.args[0].arg, items.items))
         if not isinstance(fact, FunctionRef):
             return UNKNOWN
         call = ast.copy_location(ast.Call(node, [], []), node)

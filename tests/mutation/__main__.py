@@ -413,8 +413,8 @@ MUTANTS = [
     Mutant(
         "loop-items-joined",
         "shapecheck/analysis/interpreter.py",
-        "                and len(node.generators) == 1\n                and not clause.ifs\n",
-        "                and len(node.generators) == 0\n                and not clause.ifs\n",
+        "                    and len(node.generators) == 1\n",
+        "                    and len(node.generators) == 0\n",
         (
             "tests/test_research_idioms.py::"
             "test_a_loop_over_tensors_that_differ_gives_each_its_own_element",
