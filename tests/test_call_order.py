@@ -158,6 +158,38 @@ def test_each_function_is_interpreted_once_after_its_callers(
     assert counts == {"project": 1, "attend": 1, "weights": 1}
 
 
+def test_a_constructor_is_read_once_for_its_model_and_its_checks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The class's model reads ``__init__`` (what ``self`` holds), and that reading, recorded,
+    is what the rules check there: no second reading as a function. The check in it still
+    reports (SC502 on the layer it builds), and ``forward`` still sees the layers."""
+    source = """\
+    import torch.nn as nn
+
+
+    class Block(nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.attn = nn.MultiheadAttention(100, 3)
+            self.norm = nn.LayerNorm(dim)
+
+        def forward(self, x):
+            return self.attn(x, x, x, need_weights=False)[0]
+    """
+    readings: list[bool] = []
+    original = Interpreter.run_function
+
+    def counting(self: Interpreter, node: FunctionNode, *args: object) -> object:
+        if node.name == "__init__":
+            readings.append(self.record)
+        return original(self, node, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Interpreter, "run_function", counting)
+    assert findings(source) == [(7, "SC502")]
+    assert readings == [True]
+
+
 def test_a_function_placed_before_a_caller_is_interpreted_again(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

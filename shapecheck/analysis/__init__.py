@@ -569,7 +569,7 @@ def _jobs(
         if isinstance(definition, FunctionNode):
             yield definition, globals_, model, name
             continue
-        class_model = _class_model(context, definition, globals_)
+        class_model = _class_model(context, definition, globals_, recorded=True)
         context.classes[class_model.name] = class_model
         inner = list(definitions(definition.body))
         yield from _jobs(context, inner, globals_, class_model, name + ".")
@@ -674,10 +674,13 @@ def _analyse_function(
         context.parameter_facts.pop(node, None)
     else:
         context.parameter_facts[node] = arguments
-    interpreter = Interpreter(context, class_model=model)
-    interpreter.inherit(node, closure)
+    interpreter = context.constructors.pop(node, None)
+    if interpreter is None or arguments is not None:
+        interpreter = Interpreter(context, class_model=model)
+        interpreter.inherit(node, closure)
     try:
-        interpreter.run_function(node, arguments)
+        if interpreter.function is None:
+            interpreter.run_function(node, arguments)
         shown = interpreter.read_again()
         if shown is not None:  # a parameter's rank came to light only after it was read
             interpreter = Interpreter(context, class_model=model)
@@ -699,9 +702,13 @@ def _class_model(
     node: ast.ClassDef,
     globals_: dict[str, Fact],
     arguments: dict[str, Fact] | None = None,
+    *,
+    recorded: bool = False,
 ) -> ClassModel:
     """What ``self`` holds after ``__init__`` (bases defined in the same module first), given
-    ``arguments`` for some of its parameters (a construction that passes sizes)."""
+    ``arguments`` for some of its parameters (a construction that passes sizes). ``recorded``:
+    the module's own model of its class, whose reading of ``__init__`` is kept for the job
+    that checks ``__init__`` (see ``ModuleContext.constructors``)."""
     model = ClassModel(node.name)
     project = context.project
     for base in node.bases:
@@ -722,12 +729,14 @@ def _class_model(
     sequential = "forward" not in model.methods and any(
         imported_name(base, context.imports) == "torch.nn.Sequential" for base in node.bases
     )
-    interpreter = Interpreter(context, class_model=model, record=False)
+    interpreter = Interpreter(context, class_model=model, record=recorded, builds=True)
     interpreter.inherit(init, globals_)
     try:
         interpreter.run_function(init, arguments)
     except RecursionError:
         return model
+    if recorded:
+        context.constructors[init] = interpreter
     stored: dict[str, Fact] = {}
     for key, fact in interpreter.env.items():
         if not key.startswith("self.") or key.count(".") != 1:

@@ -645,7 +645,7 @@ class ProjectScope:
         them, so its ``forward`` computes in the caller's sizes and layers; otherwise the
         class's one model. A class of the checked module so built is one of its
         :attr:`constructions`."""
-        if caller.record and caller.in_constructor and caller.class_model:
+        if caller.record and caller.in_constructor and caller.class_model and not caller.builds:
             # ``__init__`` read again as a function: its class's model, built first, already
             # holds the layers the methods use
             return InstanceFact(cls.name)

@@ -209,6 +209,9 @@ class ModuleContext:
     ``repeat_kv``)."""
     inlined_ranks: dict[tuple[object, ...], Mapping[str, RankByUse]] = field(default_factory=dict)
     """For the same calls: the ranks the callee's uses showed for its parameters."""
+    constructors: dict[FunctionNode, Interpreter] = field(default_factory=dict)
+    """Each of the module's ``__init__``s as the model of its class read it, recording: what
+    its job finds, where no call hands it arguments (one reading instead of two)."""
 
     stored_parameters: dict[FunctionNode, Mapping[str, str]] = field(default_factory=dict)
     """Per ``__init__``, the parameters it stores as attributes, as they are (``self.nf =
@@ -315,11 +318,15 @@ class Interpreter:
         class_model: ClassModel | None = None,
         record: bool = True,
         depth: int = 0,
+        builds: bool = False,
     ) -> None:
         self.context = context
         self.class_model = class_model
         self.record = record
         self.depth = depth
+        self.builds = builds
+        """Reading ``__init__`` to build ``class_model`` (the layers it constructs are modelled
+        in their sizes), not again as a function once the model is built."""
         self.env: dict[str, Fact] = {}
         self.paths: dict[str, set[str]] = {}
         """Every dotted key (``self.proj``) the environment has held, by its first name:
