@@ -3214,6 +3214,8 @@ def _join_environments(
         merged = fact
         for other in others:
             found = other.get(name)
+            if found is merged:
+                continue  # (most names: the same value on every path, no join to make)
             if found is not None:
                 merged = join(merged, found)
             elif name not in never_set:

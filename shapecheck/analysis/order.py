@@ -51,19 +51,21 @@ def callers_first(functions: Sequence[tuple[FunctionNode, str]], text: str) -> l
         named = graph.node("name", name)
         for index in indexes:
             graph.edge(named, index)
+    layers = graph.names("class")  # (all of them by now: what follows only looks them up)
     for index, (_, qualified) in enumerate(functions):
         owner, _, own = qualified.rpartition(".")
-        for name in mentioned[index]:
-            if name in callees and name != own:  # (a recursive call tells nothing)
+        for name in mentioned[index] & callees.keys():
+            if name != own:  # (a recursive call tells nothing)
                 graph.edge(index, graph.node("name", name))
-            if not owner and graph.has("class", name):
-                graph.edge(index, graph.node("class", name))
         if owner:
             graph.edge(index, graph.node("code", owner))
+        else:
+            for name in mentioned[index] & layers:
+                graph.edge(index, graph.node("class", name))
     for owner, names in owners.items():
         code = graph.node("code", owner)
-        for name in names:
-            if name != _simple(owner) and graph.has("class", name):
+        for name in names & layers:
+            if name != _simple(owner):
                 graph.edge(code, graph.node("class", name))
     return graph.callers_first()
 
@@ -113,8 +115,9 @@ class _CallGraph:
             self.successors.append([])
         return found
 
-    def has(self, kind: str, name: str) -> bool:
-        return (kind, name) in self.named
+    def names(self, kind: str) -> set[str]:
+        """The names of the nodes of ``kind``."""
+        return {name for each, name in self.named if each == kind}
 
     def edge(self, before: int, after: int) -> None:
         self.successors[before].append(after)
