@@ -22,6 +22,8 @@ def dotted_name(node: ast.AST) -> str | None:
     """``a.b.c`` for a chain of names and attributes, else ``None``."""
     if isinstance(node, ast.Name):  # by far the most asked
         return node.id
+    if not isinstance(node, ast.Attribute):  # (a call, a subscript: no list to build)
+        return None
     parts: list[str] = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
@@ -106,17 +108,27 @@ def statements(
 ) -> Iterator[tuple[ast.stmt, bool]]:
     """Every statement of ``body`` and of the blocks inside it (inside functions and classes
     too, with ``definitions``), each with whether it sits in an ``except`` handler."""
-    for statement in body:
-        yield statement, fallback
+    # (a stack of blocks, not a generator per block: every statement would pass up through
+    # one generator per level it is nested at)
+    pending: list[tuple[Iterator[ast.stmt], bool]] = [(iter(body), fallback)]
+    while pending:
+        block, within = pending[-1]
+        statement = next(block, None)
+        if statement is None:
+            pending.pop()
+            continue
+        yield statement, within
         if not isinstance(statement, COMPOUND_STATEMENTS) or (
             not definitions
             and isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
         ):
             continue
         handlers = [handler.body for handler in getattr(statement, "handlers", ())]
-        for block in nested_blocks(statement):
-            within = fallback or any(block is h for h in handlers)
-            yield from statements(block, definitions=definitions, fallback=within)
+        inner = [
+            (iter(nested), within or any(nested is h for h in handlers))
+            for nested in nested_blocks(statement)
+        ]
+        pending += reversed(inner)  # the first block next
 
 
 def nested_blocks(statement: ast.stmt) -> Iterator[list[ast.stmt]]:

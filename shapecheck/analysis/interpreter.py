@@ -203,12 +203,12 @@ class ModuleContext:
     """Functions whose call sites include another module's (see ``ProjectScope.callers``)."""
     attribute_names: dict[ast.Attribute, ast.Name] = field(default_factory=dict)
     """The name after the dot of each ``x.attr`` an op is anchored at (see ``attribute_name``)."""
-    inlined: dict[tuple[object, ...], Fact] = field(default_factory=dict)
-    """What a call into the module returned, by callee and argument facts: following a call
-    records nothing, so the same call gives the same answer (``k`` and ``v`` through
-    ``repeat_kv``)."""
-    inlined_ranks: dict[tuple[object, ...], Mapping[str, RankByUse]] = field(default_factory=dict)
-    """For the same calls: the ranks the callee's uses showed for its parameters."""
+    inlined: dict[tuple[object, ...], tuple[Fact, Mapping[str, RankByUse]]] = field(
+        default_factory=dict
+    )
+    """What a call into the module returned, by callee and argument facts, with the ranks the
+    callee's uses showed for its parameters: following a call records nothing, so the same
+    call gives the same answer (``k`` and ``v`` through ``repeat_kv``)."""
     constructors: dict[FunctionNode, Interpreter] = field(default_factory=dict)
     """Each of the module's ``__init__``s as the model of its class read it, recording: what
     its job finds, where no call hands it arguments (one reading instead of two)."""
@@ -1122,7 +1122,8 @@ class Interpreter:
     # --- expressions --------------------------------------------------------------------------
 
     def eval(self, node: ast.expr) -> Fact:
-        fact = self._eval(node)
+        # (a name is most of what is evaluated: looked up without the dispatch)
+        fact = self._name(node.id) if type(node) is ast.Name else self._eval(node)
         if not self.context.shapes and isinstance(fact, TensorFact) and fact.shape is not None:
             fact = replace(fact, shape=None, layout=None, known_last=None)
         if self.record:
@@ -2450,8 +2451,8 @@ class Interpreter:
         if function.enclosed or any(_closes_over(fact) for fact in arguments.values()):
             key = None  # what it returns may depend on the names bound where it was defined
         with project.inside(home) if project is not None else contextlib.nullcontext():
-            returned = self.context.inlined.get(key) if key is not None else None
-            shown = self.context.inlined_ranks.get(key, {}) if key is not None else {}
+            known = self.context.inlined.get(key) if key is not None else None
+            returned, shown = known if known is not None else (None, {})
             if returned is None:
                 callee = Interpreter(context, class_model=owner, record=False, depth=self.depth + 1)
                 callee.inherit(function.node, dict(function.closure))
@@ -2464,8 +2465,7 @@ class Interpreter:
                     returned = project.leaving(returned, home)
                 shown = {name: rank for name in callee.passed if (rank := callee.uses.rank(name))}
                 if key is not None:
-                    self.context.inlined[key] = returned
-                    self.context.inlined_ranks[key] = shown
+                    self.context.inlined[key] = (returned, shown)
         if shown and self.context.shapes:
             self._handed_uses(function.node.name, [*args, *kwargs.values()], arguments, shown)
         returned = self._in_callers_names(returned, function, args, kwargs)
