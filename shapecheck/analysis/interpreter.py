@@ -2487,22 +2487,6 @@ class Interpreter:
         stays; one of the callee's own names, or of an argument that is no name, is dropped."""
         positional = [param.name for param in _callee_parameters(function)]
         passed = {**dict(zip(positional, args, strict=False)), **kwargs}
-        names = {param: dotted_name(node) for param, (_, node) in passed.items()}
-        renames = {
-            param: ShapePrefix(
-                name,
-                0,
-                self.holds_passed(name, self.env.get(name)),
-                binding=self.rebindings[name],
-            )
-            for param, name in names.items()
-            if name is not None
-        }
-        handed = frozenset(
-            tensor.prefixed
-            for tensor, _ in passed.values()
-            if isinstance(tensor, TensorFact) and tensor.prefixed is not None
-        )
         # a size this caller handed unknown is the callee's unnamed ``x.shape[i]`` there
         # (see _received): it comes back as the caller's own (EVA's RoPE'd slice, whose
         # length with the prefix put back is the sequence's again)
@@ -2522,6 +2506,24 @@ class Interpreter:
             if isinstance(argument, Unknown) and (name := dotted_name(node)) is not None
         }
         returned = _sizes_handed_back(fact, unknown, named, self.symbols)
+        if not _names_prefixes(returned):
+            return returned  # (most results: no prefix to read in this function's names)
+        names = {param: dotted_name(node) for param, (_, node) in passed.items()}
+        renames = {
+            param: ShapePrefix(
+                name,
+                0,
+                self.holds_passed(name, self.env.get(name)),
+                binding=self.rebindings[name],
+            )
+            for param, name in names.items()
+            if name is not None
+        }
+        handed = frozenset(
+            tensor.prefixed
+            for tensor, _ in passed.values()
+            if isinstance(tensor, TensorFact) and tensor.prefixed is not None
+        )
         return _prefixes_renamed(returned, renames, handed)
 
     def _nothing_to_learn(self, node: ast.Call, arguments: Mapping[str, Fact]) -> bool:
@@ -2958,6 +2960,17 @@ def _names_in(node: ast.AST) -> frozenset[str]:
         else:
             pending.extend(ast.iter_child_nodes(current))
     return frozenset(names)
+
+
+def _names_prefixes(fact: Fact) -> bool:
+    """Does ``fact`` hold a shape prefix that :func:`_prefixes_renamed` would read?"""
+    if isinstance(fact, TupleFact):
+        return any(_names_prefixes(item) for item in fact.items)
+    if isinstance(fact, RepeatedFact):
+        return _names_prefixes(fact.item)
+    if isinstance(fact, TensorFact):
+        return fact.prefixed is not None
+    return isinstance(fact, ShapePrefix | PrefixedSizes)
 
 
 def _prefixes_renamed(
