@@ -312,8 +312,36 @@ def test_an_import_error_fallback_keeps_the_name_the_try_imported(
     from shapecheck.analysis.imports import collect_imports
 
     source = f"try:\n    {attempted}\nexcept ImportError:\n    {fallback}\n"
-    imports = collect_imports(ast.parse(source))
+    imports = collect_imports(ast.parse(source), source)
     assert (imports.get("flash_attn_func") == "flash_attn.flash_attn_func") is resolved
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
+def test_imports_anywhere_are_read_whatever_ends_the_lines(newline: str) -> None:
+    """Only the statements whose lines hold the word ``import`` are walked into: an import
+    after a semicolon, in a one-line ``if``, split over lines in a method, is still read, with
+    any line ending (``ast`` counts a bare carriage return as one too)."""
+    from shapecheck.analysis.imports import collect_imports
+
+    source = newline.join(
+        [
+            "import torch as th",
+            "def f():",
+            "    x = 1; import torch.nn.functional as F",
+            "    if x: from torch import nn",
+            "class C:",
+            "    def g(self):",
+            "        from einops import (",
+            "            rearrange)",
+            "",
+        ]
+    )
+    assert collect_imports(ast.parse(source), source) == {
+        "th": "torch",
+        "F": "torch.nn.functional",
+        "nn": "torch.nn",
+        "rearrange": "einops.rearrange",
+    }
 
 
 def test_key_transpose_depends_on_rank() -> None:

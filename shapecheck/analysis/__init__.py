@@ -394,7 +394,7 @@ def analyse(
     ``shapes=False`` forgets every tensor's shape as soon as it is computed: the engine
     without symbolic shapes, for measuring what they cost (benchmarks/throughput.py).
     """
-    imports = collect_imports(module)
+    imports = collect_imports(module, text)
     if not uses_torch(imports):
         return ModuleAnalysis(module, text, [], imports)
     context = ModuleContext(imports, shapes=shapes, declares=may_declare(text))

@@ -218,7 +218,7 @@ def _analysed(file: ProjectFile, depth: int) -> ModuleContext | None:
     module = file.module
     if module is None:
         return None
-    context = ModuleContext(collect_imports(module), declares=may_declare(file.text))
+    context = ModuleContext(collect_imports(module, file.text), declares=may_declare(file.text))
     for definition in definitions(module.body):
         if isinstance(definition, FunctionNode):
             context.functions.setdefault(definition.name, definition)

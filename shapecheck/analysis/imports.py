@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import bisect
 from collections.abc import Iterator, Sequence
 
 # Spellings that reach the same function; the analysis knows each op by its canonical name.
@@ -56,8 +57,9 @@ def call_name(node: ast.AST) -> str | None:
     return func.id if isinstance(func, ast.Name) else None
 
 
-def collect_imports(module: ast.Module) -> dict[str, str]:
-    """Map each name bound by an import anywhere in ``module`` to what it imports.
+def collect_imports(module: ast.Module, text: str) -> dict[str, str]:
+    """Map each name bound by an import anywhere in ``module`` (whose code is ``text``) to
+    what it imports.
 
     ``import torch as th`` binds ``th -> torch``; ``import torch.nn.functional as F`` binds
     ``F -> torch.nn.functional``; ``import torch.nn`` binds ``torch -> torch``;
@@ -65,10 +67,12 @@ def collect_imports(module: ast.Module) -> dict[str, str]:
     Relative and star imports bind nothing. Only statements are walked, never expressions.
     A fallback in an ``except`` handler (``except ImportError: from .reference import
     flash_attention as flash_attn_func``) stands in for the import its ``try`` attempted, so
-    a name the ``try`` bound keeps that meaning.
+    a name the ``try`` bound keeps that meaning. Only the statements whose lines hold the word
+    ``import`` are walked into (most functions hold none).
     """
     aliases: dict[str, str] = {}
-    for statement, fallback in statements(module.body, definitions=True):
+    lines = _lines_naming_import(text)
+    for statement, fallback in statements(module.body, definitions=True, lines=lines):
         bound: list[tuple[str, str]] = []
         if isinstance(statement, ast.Import):
             for alias in statement.names:
@@ -103,11 +107,34 @@ COMPOUND_STATEMENTS = (
 """The statements that hold blocks of statements (every other one holds none)."""
 
 
+def _lines_naming_import(text: str) -> list[int] | None:
+    """The numbers of the lines of ``text`` that hold the word ``import``, in order: every
+    import statement lies on one of them (``None``: the text holds a carriage return, which
+    ``ast`` counts as a line end, and this count does not)."""
+    if "\r" in text:
+        return None
+    lines: list[int] = []
+    line, counted = 1, 0
+    at = text.find("import")
+    while at >= 0:  # (a search for the text, not a regular expression: a tenth of the time)
+        line += text.count("\n", counted, at)
+        counted = at
+        if not lines or lines[-1] != line:
+            lines.append(line)  # (in a longer word too, ``imports``: a line more to walk)
+        at = text.find("import", at + 6)
+    return lines
+
+
 def statements(
-    body: Sequence[ast.stmt], *, definitions: bool, fallback: bool = False
+    body: Sequence[ast.stmt],
+    *,
+    definitions: bool,
+    fallback: bool = False,
+    lines: Sequence[int] | None = None,
 ) -> Iterator[tuple[ast.stmt, bool]]:
     """Every statement of ``body`` and of the blocks inside it (inside functions and classes
-    too, with ``definitions``), each with whether it sits in an ``except`` handler."""
+    too, with ``definitions``), each with whether it sits in an ``except`` handler; with
+    ``lines`` (sorted numbers), only the statements that span one of them."""
     # (a stack of blocks, not a generator per block: every statement would pass up through
     # one generator per level it is nested at)
     pending: list[tuple[Iterator[ast.stmt], bool]] = [(iter(body), fallback)]
@@ -117,6 +144,11 @@ def statements(
         if statement is None:
             pending.pop()
             continue
+        if lines is not None:
+            first = bisect.bisect_left(lines, statement.lineno)
+            end = statement.end_lineno or statement.lineno
+            if first == len(lines) or lines[first] > end:
+                continue  # none of its lines: nor those of the blocks it holds
         yield statement, within
         if not isinstance(statement, COMPOUND_STATEMENTS) or (
             not definitions
