@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from shapecheck.analysis import analyse, definitions
-from shapecheck.analysis.facts import FunctionNode
+from shapecheck.analysis.facts import FunctionNode, ModuleFact
 from shapecheck.analysis.interpreter import Interpreter
 from shapecheck.analysis.order import callers_first
 from shapecheck.linter import lint_source
@@ -188,6 +188,41 @@ def test_a_constructor_is_read_once_for_its_model_and_its_checks(
     monkeypatch.setattr(Interpreter, "run_function", counting)
     assert findings(source) == [(7, "SC502")]
     assert readings == [True]
+
+
+def test_an_inherited_constructor_is_checked_as_its_own_class_reads_it() -> None:
+    """A subclass without ``__init__`` has its model read from its base's; that reading is
+    the subclass's (its own ``make_attn``: 128 features wide), never what the rules check in
+    the base's ``__init__``, which its own class's model read (64)."""
+    source = textwrap.dedent(
+        """\
+        import torch.nn as nn
+
+
+        class Base(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.attn = self.make_attn()
+
+            def make_attn(self):
+                return nn.Linear(64, 8)
+
+
+        class Wide(Base):
+            def make_attn(self):
+                return nn.Linear(128, 8)
+        """
+    )
+    module = ast.parse(source)
+    analysis = analyse(module, source)
+    made = next(
+        node
+        for node in ast.walk(module)
+        if isinstance(node, ast.Call) and ast.unparse(node) == "self.make_attn()"
+    )
+    fact = analysis.fact(made)
+    assert isinstance(fact, ModuleFact) and fact.kind == "torch.nn.Linear"
+    assert fact.in_features is not None and fact.in_features.value == 64
 
 
 def test_a_function_placed_before_a_caller_is_interpreted_again(

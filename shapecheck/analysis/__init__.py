@@ -674,12 +674,13 @@ def _analyse_function(
         context.parameter_facts.pop(node, None)
     else:
         context.parameter_facts[node] = arguments
-    interpreter = context.constructors.pop(node, None)
-    if interpreter is None or arguments is not None:
-        interpreter = Interpreter(context, class_model=model)
-        interpreter.inherit(node, closure)
+    kept = context.constructors.pop(node, None)
     try:
-        if interpreter.function is None:
+        if kept is not None and arguments is None:
+            interpreter = kept  # read as its class's model was built, recording
+        else:
+            interpreter = Interpreter(context, class_model=model)
+            interpreter.inherit(node, closure)
             interpreter.run_function(node, arguments)
         shown = interpreter.read_again()
         if shown is not None:  # a parameter's rank came to light only after it was read
@@ -720,15 +721,19 @@ def _class_model(
         if inherited is not None:
             model.attributes.update(inherited.attributes)
             model.methods.update(inherited.methods)
+    own: set[FunctionNode] = set()
     for definition in definitions(node.body):
         if isinstance(definition, FunctionNode):
             model.methods[definition.name] = definition
+            own.add(definition)
     init = model.methods.get("__init__")
     if init is None or (project is not None and init in project.homes):
         return model  # (another file's __init__ built the attributes, in its own module)
     sequential = "forward" not in model.methods and any(
         imported_name(base, context.imports) == "torch.nn.Sequential" for base in node.bases
     )
+    # (an inherited ``__init__`` is its own class's to check, as that class's model reads it)
+    recorded = recorded and init in own
     interpreter = Interpreter(context, class_model=model, record=recorded, builds=True)
     interpreter.inherit(init, globals_)
     try:
