@@ -147,7 +147,9 @@ class Dim:
 
     def __mul__(self, other: Dim) -> Dim:
         if other.coefficient == 1 and not other.factors and not other.assumes:
-            return self  # (a product starts from 1)
+            return self
+        if self.coefficient == 1 and not self.factors and not self.assumes:
+            return other  # (a product starts from 1)
         coefficient = self.coefficient * other.coefficient
         factors = [*self.factors, *other.factors]
         assumes = set(self.assumes | other.assumes)
