@@ -34,7 +34,7 @@ PROJECT = "tests/test_project_files.py"
 MASKS = "shapecheck/analysis/ops/masks.py"
 CACHED_MASKS = (
     "tests/test_fixtures.py::test_linter_says_exactly_what_the_fixture_expects"
-    "[SC403_cached_and_combined_masks.py"
+    "[SC403_cached_and_combined_masks.py]"
 )
 
 
@@ -394,21 +394,21 @@ MUTANTS = [
         LATTICE,
         "    if left is None or right is None:\n        return left if right is None else right\n",
         "    if left is None or right is None:\n        return None\n",
-        (f"{CACHED_MASKS}]",),
+        (CACHED_MASKS,),
     ),
     Mutant(
         "combined-masks-mean-nothing",
         MASKS,
         "    polarity = polarities.pop() if len(polarities) == 1 else None\n",
         "    polarity = None\n",
-        (f"{CACHED_MASKS}]",),
+        (CACHED_MASKS,),
     ),
     Mutant(
         "offset-diagonals-unread",
         MASKS,
         "            return added if isinstance(fact, IntFact) else None\n",
         "            return None\n",
-        (f"{CACHED_MASKS}]",),
+        (CACHED_MASKS,),
     ),
     Mutant(
         "loop-items-joined",
